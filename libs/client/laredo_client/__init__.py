@@ -1,0 +1,1 @@
+"""Python client library: a local, indexed, live replica of a Laredo table."""

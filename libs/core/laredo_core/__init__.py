@@ -1,0 +1,1 @@
+"""Shared domain types and infrastructure helpers for every Laredo service."""

@@ -1,0 +1,248 @@
+"""The whole Laredo configuration as frozen settings; every service reads the same file.
+
+Each key, its default and meaning are listed in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from laredo_core.changes import TableId
+from laredo_core.config.reader import Reader, load_tree
+
+SOURCE_TYPES = ("postgresql", "pg")
+SLOT_MODES = ("stateful", "ephemeral")
+TARGET_TYPES = ("replication-fanout", "indexed-memory")
+EXPORTERS = ("none", "console", "otlp")
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectSettings:
+    initial_backoff: float = 1.0
+    max_backoff: float = 30.0
+    multiplier: float = 2.0
+    max_attempts: int = 0  # 0 = forever
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSettings:
+    source_id: str
+    type: str
+    connection: str
+    slot_mode: str = "stateful"
+    slot_name: str = ""
+    always_baseline: bool = False
+    publication_name: str = ""
+    publication_create: bool = True
+    baseline_chunk_rows: int = 2000
+    status_interval: float = 10.0
+    reconnect: ReconnectSettings = ReconnectSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSettings:
+    type: str
+    options: Mapping[str, Any] = field(default_factory=dict)  # read further by the owning service
+    path: str = ""  # e.g. "tables[0].targets[1]", for error messages
+
+
+@dataclass(frozen=True, slots=True)
+class TableSettings:
+    source_id: str
+    table: TableId
+    targets: tuple[TargetSettings, ...]
+
+    def targets_of(self, target_type: str) -> tuple[TargetSettings, ...]:
+        return tuple(t for t in self.targets if t.type == target_type)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    nats_urls: tuple[str, ...] = ("nats://127.0.0.1:4222",)
+    subject_prefix: str = "laredo"
+    replicas: int = 1
+    max_age: float = 0.0  # 0 = keep forever
+    max_bytes: int = -1
+    duplicate_window: float = 120.0
+    max_batch_changes: int = 1000
+    max_batch_bytes: int = 512 * 1024
+    max_pending_acks: int = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSettings:
+    url: str = "redis://127.0.0.1:6379/0"
+    key_prefix: str = "laredo"
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    exporter: str = "none"
+    otlp_endpoint: str = "http://127.0.0.1:4317"
+    otlp_protocol: str = "grpc"
+    sample_ratio: float = 1.0
+    service_namespace: str = "laredo"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceEndpoint:
+    grpc_host: str = "0.0.0.0"
+    grpc_port: int = 0
+    health_host: str = "0.0.0.0"
+    health_port: int = 0
+    instance_id: str = ""
+    drain_grace: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LaredoSettings:
+    sources: Mapping[str, SourceSettings]
+    tables: tuple[TableSettings, ...]
+    stream: StreamSettings
+    redis: RedisSettings
+    telemetry: TelemetrySettings
+    ingest: ServiceEndpoint
+    fanout: ServiceEndpoint
+    query: ServiceEndpoint
+    oam: ServiceEndpoint
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def tables_with_target(self, target_type: str) -> tuple[TableSettings, ...]:
+        return tuple(t for t in self.tables if t.targets_of(target_type))
+
+
+def load_settings(path: str | Path | None, *, env: Mapping[str, str] | None = None,
+                  sets: list[str] | None = None) -> LaredoSettings:
+    """Load, override and validate; raises ConfigError listing every problem at once."""
+    tree = load_tree(path, env=env, sets=sets)
+    root = Reader(tree)
+    settings = LaredoSettings(
+        sources=_sources(root.section("sources")),
+        tables=tuple(_table(r) for r in root.sections("tables")),
+        stream=_stream(root.section("stream")),
+        redis=_redis(root.section("redis")),
+        telemetry=_telemetry(root.section("telemetry")),
+        ingest=_endpoint(root.section("ingest"), grpc=False, health_port=8081),
+        fanout=_endpoint(root.section("fanout"), grpc_port=4002, health_port=8082),
+        query=_endpoint(root.section("query"), grpc_port=4003, health_port=8083),
+        oam=_endpoint(root.section("oam"), grpc_port=_legacy_grpc_port(root), health_port=8084),
+        raw=tree,
+    )
+    for table in settings.tables:
+        if table.source_id not in settings.sources:
+            known = ", ".join(settings.sources) or "none"
+            root.problems.append(f"tables: {table.table} names source {table.source_id!r}, "
+                                 f"which is not defined under sources (defined: {known})")
+    root.check_unknown()
+    root.raise_if_problems()
+    return settings
+
+
+def _sources(r: Reader) -> dict[str, SourceSettings]:
+    result = {}
+    for source_id in list(r.tree):
+        s = r.section(source_id)
+        slot_name = s.string("slot_name", f"laredo_{source_id}")
+        publication = s.section("publication")
+        baseline = s.section("baseline")
+        reconnect = s.section("reconnect")
+        result[source_id] = SourceSettings(
+            source_id=source_id,
+            type=s.string("type", choices=SOURCE_TYPES),
+            connection=s.string("connection"),
+            slot_mode=s.string("slot_mode", "stateful", choices=SLOT_MODES),
+            slot_name=slot_name,
+            always_baseline=s.boolean("always_baseline", False),
+            publication_name=publication.string("name", f"{slot_name}_pub"),
+            publication_create=publication.boolean("create", True),
+            baseline_chunk_rows=baseline.integer("chunk_rows", 2000, minimum=1),
+            status_interval=s.duration("status_interval", 10.0),
+            reconnect=ReconnectSettings(
+                initial_backoff=reconnect.duration("initial_backoff", 1.0),
+                max_backoff=reconnect.duration("max_backoff", 30.0),
+                multiplier=reconnect.number("multiplier", 2.0, minimum=1.0),
+                max_attempts=reconnect.integer("max_attempts", 0, minimum=0),
+            ),
+        )
+        for sub in (publication, baseline, reconnect):
+            sub.check_unknown()
+        s.check_unknown()
+    return result
+
+
+def _table(r: Reader) -> TableSettings:
+    source_id, schema, name = r.string("source"), r.string("schema", "public"), r.string("table")
+    targets = []
+    for t in r.sections("targets"):
+        target_type = t.string("type", choices=TARGET_TYPES)
+        options = {k: v for k, v in t.tree.items() if k != "type"}
+        targets.append(TargetSettings(target_type, options, t.path))
+    if not targets:
+        r.problem("targets", "at least one target is required (type = replication-fanout or indexed-memory)")
+    r.check_unknown(also_known=("ttl", "validation"))
+    return TableSettings(source_id, TableId(schema, name), tuple(targets))
+
+
+def _stream(r: Reader) -> StreamSettings:
+    urls = r.string_list("nats_url", ["nats://127.0.0.1:4222"])
+    settings = StreamSettings(
+        nats_urls=tuple(urls),
+        subject_prefix=r.string("subject_prefix", "laredo"),
+        replicas=r.integer("replicas", 1, minimum=1, maximum=5),
+        max_age=r.duration("max_age", 0.0),
+        max_bytes=r.integer("max_bytes", -1, minimum=-1),
+        duplicate_window=r.duration("duplicate_window", 120.0),
+        max_batch_changes=r.integer("max_batch_changes", 1000, minimum=1),
+        max_batch_bytes=r.size("max_batch_bytes", 512 * 1024),
+        max_pending_acks=r.integer("max_pending_acks", 4000, minimum=1),
+    )
+    for url in urls:
+        if not url.startswith(("nats://", "tls://", "ws://", "wss://")):
+            r.problem("nats_url", f"expected a URL like nats://host:4222, got {url!r}")
+    r.check_unknown()
+    return settings
+
+
+def _redis(r: Reader) -> RedisSettings:
+    settings = RedisSettings(r.string("url", "redis://127.0.0.1:6379/0"), r.string("key_prefix", "laredo"))
+    if not settings.url.startswith(("redis://", "rediss://", "unix://")):
+        r.problem("url", f"expected a URL like redis://host:6379/0, got {settings.url!r}")
+    r.check_unknown()
+    return settings
+
+
+def _telemetry(r: Reader) -> TelemetrySettings:
+    settings = TelemetrySettings(
+        exporter=r.string("exporter", "none", choices=EXPORTERS),
+        otlp_endpoint=r.string("otlp_endpoint", "http://127.0.0.1:4317"),
+        otlp_protocol=r.string("otlp_protocol", "grpc", choices=("grpc", "http")),
+        sample_ratio=r.number("sample_ratio", 1.0, minimum=0.0, maximum=1.0),
+        service_namespace=r.string("service_namespace", "laredo"),
+    )
+    r.check_unknown()
+    return settings
+
+
+def _endpoint(r: Reader, *, grpc: bool = True, grpc_port: int = 0, health_port: int = 0) -> ServiceEndpoint:
+    g = r.section("grpc") if grpc else None
+    settings = ServiceEndpoint(
+        grpc_host=g.string("host", "0.0.0.0") if g else "",
+        grpc_port=g.integer("port", grpc_port, minimum=0, maximum=65535) if g else 0,
+        health_host=r.string("health_host", "0.0.0.0"),
+        health_port=r.integer("health_port", health_port, minimum=0, maximum=65535),
+        instance_id=r.string("instance_id", ""),
+        drain_grace=r.duration("drain_grace", 0.0),
+    )
+    if g:
+        g.check_unknown()
+    r.check_unknown()
+    return settings
+
+
+def _legacy_grpc_port(root: Reader) -> int:
+    """Upstream's top-level grpc.port names the OAM port; oam.grpc.port wins when both are set."""
+    if not root.has("grpc"):
+        return 4001
+    return root.section("grpc").integer("port", 4001, minimum=0, maximum=65535)

@@ -1,0 +1,50 @@
+"""HTTP health endpoints for every service: GET /health/live and GET /health/ready (200 or 503, JSON)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+#: Returns (ready, details); details explain what is not ready yet.
+ReadinessProbe = Callable[[], tuple[bool, dict[str, Any]]]
+
+
+class HealthServer:
+    """Serves liveness and readiness; port 0 picks a free port (see .port after start)."""
+
+    def __init__(self, host: str, port: int, *, ready: ReadinessProbe,
+                 live: Callable[[], bool] = lambda: True) -> None:
+        self._host, self._requested_port = host, port
+        self._ready, self._live = ready, live
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/health/live", self._live_handler)
+        app.router.add_get("/health/ready", self._ready_handler)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._requested_port)
+        await site.start()
+        server = site._server  # aiohttp exposes the bound socket only here
+        self.port = server.sockets[0].getsockname()[1] if server and server.sockets else self._requested_port
+        log.info("health endpoints on http://%s:%d/health/{live,ready}", self._host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _live_handler(self, _: web.Request) -> web.Response:
+        alive = self._live()
+        return web.json_response({"status": "ok" if alive else "failing"}, status=200 if alive else 503)
+
+    async def _ready_handler(self, _: web.Request) -> web.Response:
+        ready, details = self._ready()
+        return web.json_response({"ready": ready, **details}, status=200 if ready else 503)

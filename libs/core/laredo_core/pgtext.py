@@ -1,0 +1,193 @@
+"""PostgreSQL text-form values to typed Python values, one converter per column type.
+
+Baseline (COPY text) and stream (pgoutput text tuples) carry the same text forms,
+produced under the same session settings (DateStyle ISO, IntervalStyle iso_8601,
+TimeZone UTC, extra_float_digits 3, bytea_output hex), so one converter gives
+identical values for both. Unknown types keep their text form as str.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from laredo_core.errors import ProtocolError
+
+Converter = Callable[[str], Any]
+
+#: Session settings every connection that produces text values must use.
+SESSION_SETTINGS: dict[str, str] = {
+    "DateStyle": "ISO, YMD",
+    "IntervalStyle": "iso_8601",
+    "TimeZone": "UTC",
+    "extra_float_digits": "3",
+    "bytea_output": "hex",
+}
+
+
+def _bool(text: str) -> bool:
+    return text == "t"
+
+
+def _float(text: str) -> float:
+    return float(text)  # accepts NaN, Infinity, -Infinity
+
+
+def _bytea(text: str) -> bytes:
+    if not text.startswith("\\x"):
+        raise ValueError("bytea is not in hex format (bytea_output must be 'hex')")
+    return bytes.fromhex(text[2:])
+
+
+def _date(text: str) -> dt.date | str:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return text  # infinity, -infinity, BC dates, years beyond 9999
+
+
+def _time(text: str) -> dt.time:
+    return dt.time.fromisoformat(text)
+
+
+def _timetz(text: str) -> dt.time:
+    return dt.time.fromisoformat(_pad_offset(text))
+
+
+def _timestamp(text: str) -> dt.datetime | str:
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+
+
+def _timestamptz(text: str) -> dt.datetime | str:
+    try:
+        return dt.datetime.fromisoformat(_pad_offset(text))
+    except ValueError:
+        return text
+
+
+def _pad_offset(text: str) -> str:
+    """'…+05' → '…+05:00'; '…+05:30:15' is already fine for fromisoformat."""
+    for i in range(len(text) - 1, max(len(text) - 10, 0), -1):
+        if text[i] in "+-" and i > 0 and text[i - 1] != "e":
+            offset = text[i + 1 :]
+            if len(offset) == 2:
+                return text + ":00"
+            return text
+    return text
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+def _str(text: str) -> str:
+    return text
+
+
+SCALARS: dict[int, Converter] = {
+    16: _bool,
+    17: _bytea,
+    18: _str,  # "char"
+    19: _str,  # name
+    20: int,
+    21: int,
+    23: int,
+    25: _str,
+    26: int,  # oid
+    114: _json,
+    700: _float,
+    701: _float,
+    1042: _str,  # bpchar
+    1043: _str,  # varchar
+    1082: _date,
+    1083: _time,
+    1114: _timestamp,
+    1184: _timestamptz,
+    1186: _str,  # interval, ISO 8601 duration text
+    1266: _timetz,
+    1700: Decimal,
+    2950: _str,  # uuid
+    3802: _json,
+}
+
+#: Array type OID → element type OID, for the built-in arrays.
+ARRAYS: dict[int, int] = {
+    1000: 16, 1001: 17, 1002: 18, 1003: 19, 1016: 20, 1005: 21, 1007: 23, 1009: 25,
+    1028: 26, 199: 114, 1021: 700, 1022: 701, 1014: 1042, 1015: 1043, 1182: 1082,
+    1183: 1083, 1115: 1114, 1185: 1184, 1187: 1186, 1270: 1266, 1231: 1700,
+    2951: 2950, 3807: 3802,
+}  # fmt: skip
+
+
+def converter_for(type_oid: int, type_name: str = "", base_type_oid: int = 0) -> Converter:
+    """The converter for a column type; base_type_oid is the element (arrays) or base (domains, enums)."""
+    if type_oid in SCALARS:
+        return SCALARS[type_oid]
+    if type_oid in ARRAYS:
+        return _array_of(SCALARS[ARRAYS[type_oid]])
+    if base_type_oid and type_name.startswith("_"):
+        return _array_of(converter_for(base_type_oid))
+    if base_type_oid and base_type_oid != type_oid:
+        return converter_for(base_type_oid)
+    return _str
+
+
+def _array_of(element: Converter) -> Converter:
+    def convert(text: str) -> list[Any]:
+        value, end = _parse_array(text, 0, element)
+        if end != len(text):
+            raise ValueError(f"trailing characters after array literal at {end}")
+        return value
+
+    return convert
+
+
+def _parse_array(text: str, pos: int, element: Converter) -> tuple[list[Any], int]:
+    if text.startswith("[", pos):  # explicit bounds "[0:1]={…}": drop them
+        pos = text.index("=", pos) + 1
+    if not text.startswith("{", pos):
+        raise ValueError(f"array literal must start with '{{' at {pos}")
+    pos += 1
+    items: list[Any] = []
+    if text.startswith("}", pos):
+        return items, pos + 1
+    while True:
+        if text.startswith("{", pos):
+            item, pos = _parse_array(text, pos, element)
+            items.append(item)
+        elif text.startswith('"', pos):
+            chars, pos = [], pos + 1
+            while text[pos] != '"':
+                if text[pos] == "\\":
+                    pos += 1
+                chars.append(text[pos])
+                pos += 1
+            items.append(element("".join(chars)))
+            pos += 1
+        else:
+            end = pos
+            while text[end] not in ",}":
+                end += 1
+            token = text[pos:end]
+            items.append(None if token == "NULL" else element(token))
+            pos = end
+        if text[pos] == "}":
+            return items, pos + 1
+        if text[pos] != ",":
+            raise ValueError(f"expected ',' or '}}' in array literal at {pos}")
+        pos += 1
+
+
+def convert_text(converter: Converter, raw: bytes, column: str) -> Any:
+    """Convert one value, wrapping any failure in a ProtocolError naming the column."""
+    try:
+        return converter(raw.decode("utf-8"))
+    except (ValueError, IndexError, UnicodeDecodeError, json.JSONDecodeError, ArithmeticError) as exc:
+        preview = raw[:40]
+        raise ProtocolError(f"column {column!r}: cannot convert value {preview!r}: {exc}") from exc

@@ -1,0 +1,1 @@
+"""The internal change stream: subjects, message ids, headers and the batch codec."""

@@ -1,0 +1,131 @@
+"""ChangeBatch protobuf <-> domain: decode a stream message into typed row changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from laredo.stream.v1 import change_stream_pb2 as pb
+from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
+from laredo_core.errors import ProtocolError
+from laredo_core.pgtext import Converter, convert_text, converter_for
+from laredo_core.position import Position
+from laredo_core.tuples import UNCHANGED, RawValue, decode_tuple_exact
+
+_ACTIONS = {
+    pb.ACTION_INSERT: Action.INSERT,
+    pb.ACTION_UPDATE: Action.UPDATE,
+    pb.ACTION_DELETE: Action.DELETE,
+    pb.ACTION_TRUNCATE: Action.TRUNCATE,
+}
+ACTION_TO_PROTO = {v: k for k, v in _ACTIONS.items()}
+_KINDS = {
+    pb.BATCH_KIND_TRANSACTION: BatchKind.TRANSACTION,
+    pb.BATCH_KIND_BASELINE_BEGIN: BatchKind.BASELINE_BEGIN,
+    pb.BATCH_KIND_BASELINE_ROWS: BatchKind.BASELINE_ROWS,
+    pb.BATCH_KIND_BASELINE_END: BatchKind.BASELINE_END,
+    pb.BATCH_KIND_SCHEMA_CHANGE: BatchKind.SCHEMA_CHANGE,
+    pb.BATCH_KIND_RESYNC_REQUIRED: BatchKind.RESYNC_REQUIRED,
+}
+KIND_TO_PROTO = {v: k for k, v in _KINDS.items()}
+
+
+def column_to_proto(column: ColumnInfo) -> pb.Column:
+    return pb.Column(
+        name=column.name,
+        type_oid=column.type_oid,
+        type_modifier=column.type_modifier,
+        type_name=column.type_name,
+        is_identity_key=column.is_identity_key,
+        not_null=column.not_null,
+        primary_key_ordinal=column.primary_key_ordinal,
+        base_type_oid=column.base_type_oid,
+    )
+
+
+def columns_to_proto(columns: Iterable[ColumnInfo]) -> list[pb.Column]:
+    return [column_to_proto(c) for c in columns]
+
+
+def _column_from_proto(c: pb.Column) -> ColumnInfo:
+    return ColumnInfo(
+        name=c.name,
+        type_oid=c.type_oid,
+        type_name=c.type_name,
+        type_modifier=c.type_modifier,
+        is_identity_key=c.is_identity_key,
+        not_null=c.not_null,
+        primary_key_ordinal=c.primary_key_ordinal,
+        base_type_oid=c.base_type_oid,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _row_decoder(columns: tuple[ColumnInfo, ...]) -> tuple[tuple[str, Converter], ...]:
+    return tuple((c.name, converter_for(c.type_oid, c.type_name, c.base_type_oid)) for c in columns)
+
+
+def typed_row(
+    columns: tuple[ColumnInfo, ...], raw: Sequence[RawValue], *, key_only: bool = False
+) -> dict[str, Any]:
+    """Raw tuple values (text bytes / None / UNCHANGED) to a typed row keyed by column name.
+
+    With key_only, pgoutput sends NULL for non-key columns: only key columns are kept.
+    """
+    decoders = _row_decoder(columns)
+    if len(raw) != len(decoders):
+        raise ProtocolError(f"tuple has {len(raw)} values but the relation has {len(decoders)} columns")
+    row: dict[str, Any] = {}
+    for (name, convert), value, column in zip(decoders, raw, columns):
+        if key_only and not column.is_identity_key:
+            continue
+        if value is None or value is UNCHANGED:
+            row[name] = value
+        else:
+            row[name] = convert_text(convert, value, name)  # type: ignore[arg-type]
+    return row
+
+
+def decode_batch(data: bytes) -> ChangeBatchInfo:
+    """Parse one stream message; raises ProtocolError for anything malformed."""
+    try:
+        msg = pb.ChangeBatch.FromString(data)
+    except DecodeError as exc:
+        raise ProtocolError(f"corrupt change batch ({len(data)} bytes): {exc}") from exc
+    if msg.kind not in _KINDS:
+        raise ProtocolError(f"change batch has unknown kind {msg.kind}")
+    columns = tuple(_column_from_proto(c) for c in msg.columns)
+    changes = [_decode_change(columns, msg.commit_lsn, ch) for ch in msg.changes]
+    return ChangeBatchInfo(
+        source_id=msg.source_id,
+        kind=_KINDS[msg.kind],
+        table=TableId(msg.table.schema, msg.table.name),
+        columns=columns,
+        commit_lsn=msg.commit_lsn,
+        end_lsn=msg.end_lsn,
+        xid=msg.xid,
+        commit_time_unix_us=msg.commit_time_unix_us,
+        chunk=msg.chunk,
+        last_chunk=msg.last_chunk,
+        changes=changes,
+        baseline_id=msg.baseline_id,
+        baseline_row_count=msg.baseline_row_count,
+        old_columns=tuple(_column_from_proto(c) for c in msg.old_columns),
+        reason=msg.reason,
+    )
+
+
+def _decode_change(columns: tuple[ColumnInfo, ...], lsn: int, ch: pb.Change) -> RowChange:
+    action = _ACTIONS.get(ch.action)
+    if action is None:
+        raise ProtocolError(f"change at ordinal {ch.ordinal} has unknown action {ch.action}")
+    old = typed_row(columns, decode_tuple_exact(ch.old_tuple), key_only=ch.old_is_key_only) if ch.old_tuple else None
+    new = typed_row(columns, decode_tuple_exact(ch.new_tuple)) if ch.new_tuple else None
+    if action in (Action.INSERT, Action.UPDATE) and new is None:
+        raise ProtocolError(f"{action.value} at ordinal {ch.ordinal} carries no new row")
+    if action is Action.DELETE and old is None:
+        raise ProtocolError(f"DELETE at ordinal {ch.ordinal} carries no old row or key")
+    return RowChange(Position(lsn, ch.ordinal), action, old, new, ch.old_is_key_only)

@@ -1,0 +1,59 @@
+"""JetStream names for one source: stream, subjects, message ids and headers."""
+
+from __future__ import annotations
+
+import re
+
+from laredo_core.changes import TableId
+from laredo_core.position import format_lsn
+
+HEADER_MSG_ID = "Nats-Msg-Id"
+HEADER_KIND = "Laredo-Kind"
+HEADER_COMMIT_LSN = "Laredo-Commit-Lsn"
+HEADER_END_LSN = "Laredo-End-Lsn"
+HEADER_TABLE = "Laredo-Table"
+
+_SAFE_TOKEN = re.compile(r"[A-Za-z0-9_-]")
+
+
+def escape_token(text: str) -> str:
+    """Make an identifier a single NATS subject token: keep [A-Za-z0-9_-], '%XX' for each other byte.
+
+    Injective, so two different identifiers never share a subject.
+    """
+    out = []
+    for ch in text:
+        if _SAFE_TOKEN.fullmatch(ch):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out) or "%"
+
+
+def stream_name(prefix: str, source_id: str) -> str:
+    """JetStream stream name: letters, digits, '_' and '-' only."""
+    raw = f"{prefix}_{source_id}".upper()
+    return re.sub(r"[^A-Z0-9_-]", lambda m: f"_{ord(m.group()):02X}", raw)
+
+
+def source_subject_filter(prefix: str, source_id: str) -> str:
+    """Every subject of one source."""
+    return f"{prefix}.{escape_token(source_id)}.>"
+
+
+def table_subject(prefix: str, source_id: str, table: TableId) -> str:
+    return f"{prefix}.{escape_token(source_id)}.table.{escape_token(table.schema)}.{escape_token(table.name)}"
+
+
+def transaction_msg_id(source_id: str, commit_lsn: int, table: TableId, chunk: int) -> str:
+    """Dedup id of one chunk of one table's changes in one transaction: stable across replays."""
+    return f"{source_id}:tx:{format_lsn(commit_lsn)}:{table}:{chunk}"
+
+
+def baseline_msg_id(source_id: str, baseline_id: str, table: TableId, chunk: int) -> str:
+    return f"{source_id}:bl:{baseline_id}:{table}:{chunk}"
+
+
+def control_msg_id(source_id: str, kind: str, lsn: int, table: TableId, discriminator: str = "") -> str:
+    suffix = f":{discriminator}" if discriminator else ""
+    return f"{source_id}:{kind}:{format_lsn(lsn)}:{table}{suffix}"

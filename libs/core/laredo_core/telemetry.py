@@ -1,0 +1,67 @@
+"""OpenTelemetry set-up from configuration, and W3C trace-context propagation through message headers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from laredo_core.config import TelemetrySettings
+
+log = logging.getLogger(__name__)
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def build_tracer_provider(settings: TelemetrySettings, service_name: str, *,
+                          exporter: SpanExporter | None = None) -> TracerProvider:
+    """A provider exporting as configured (otlp, console, none); `exporter` overrides it (tests)."""
+    resource = Resource.create({"service.name": service_name, "service.namespace": settings.service_namespace})
+    provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)))
+    if exporter is not None:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    elif settings.exporter == "console":
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    elif settings.exporter == "otlp":
+        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(settings)))
+    log.info("tracing for %s: exporter=%s sample_ratio=%s", service_name,
+             "override" if exporter else settings.exporter, settings.sample_ratio)
+    return provider
+
+
+def _otlp_exporter(settings: TelemetrySettings) -> SpanExporter:
+    if settings.otlp_protocol == "http":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        endpoint = settings.otlp_endpoint.rstrip("/")
+        return HttpExporter(endpoint=endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces")
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+    return GrpcExporter(endpoint=settings.otlp_endpoint, insecure=settings.otlp_endpoint.startswith("http://"))
+
+
+def inject_headers(ctx: otel_context.Context | None = None) -> dict[str, str]:
+    """traceparent/tracestate of the given (or current) context, for a NATS message or gRPC metadata."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=ctx)
+    return carrier
+
+
+def extract_context(headers: Mapping[str, str] | None) -> otel_context.Context:
+    """The remote parent carried by message headers (an empty context when there is none)."""
+    return _PROPAGATOR.extract(dict(headers or {}))
+
+
+def span_context_of(ctx: otel_context.Context) -> trace.SpanContext:
+    return trace.get_current_span(ctx).get_span_context()

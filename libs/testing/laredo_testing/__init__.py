@@ -1,0 +1,1 @@
+"""Test fixtures: throwaway PostgreSQL, NATS JetStream, Redis and S3 servers."""

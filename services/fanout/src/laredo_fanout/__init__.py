@@ -1,0 +1,1 @@
+"""Laredo fanout service."""

@@ -1,0 +1,1 @@
+"""Laredo query service."""
