@@ -1,0 +1,1 @@
+"""The OAM service's gRPC entrypoint."""

@@ -1,0 +1,222 @@
+"""A PostgreSQL change reaches a gRPC client: ingest and fan-out as real processes on real PG and NATS."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import nats
+import psycopg
+import pytest
+
+from laredo_client.replica import SyncReplica
+from laredo_core.jsonvalue import row_to_json
+from laredo_core.position import parse_lsn
+from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, stream_name
+from laredo_testing.eventually import eventually
+
+from tests.e2e.harness import ServiceProcess, free_port, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+COLUMNS = "id, name, qty, note, updated_at"
+
+
+@dataclass
+class Pipeline:
+    dsn: str
+    nats_url: str
+    table: str
+    slot: str
+    stream: str
+    ingest: ServiceProcess
+    fanout: ServiceProcess
+    fanout_port: int
+
+    def channel(self) -> grpc.aio.Channel:
+        return grpc.aio.insecure_channel(f"127.0.0.1:{self.fanout_port}")
+
+
+def create_table(dsn: str, table: str, rows: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, name text NOT NULL, qty int, "
+                     "note text, updated_at timestamptz NOT NULL DEFAULT '2026-01-01 00:00:00+00')")
+        conn.execute(f"INSERT INTO {table} (id, name, qty, note) SELECT g, 'row ' || g, g %% 97, "
+                     "CASE WHEN g %% 5 = 0 THEN NULL ELSE md5(g::text) END FROM generate_series(1, %s::bigint) g",
+                     (rows,))
+
+
+def table_rows(dsn: str, table: str) -> dict[tuple[int], dict]:
+    with psycopg.connect(dsn, options="-c TimeZone=UTC") as conn:
+        cur = conn.execute(f"SELECT {COLUMNS} FROM {table}")
+        names = [d.name for d in cur.description]
+        return {(r[0],): row_to_json(dict(zip(names, r))) for r in cur.fetchall()}
+
+
+def apply_mixed_changes(dsn: str, table: str, transactions: int, per_txn: int, first_new_id: int,
+                        seed: int = 7) -> None:
+    """Inserts, updates and deletes in many transactions (2,000 changes for 200 x 10)."""
+    rnd = random.Random(seed)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        live = [r[0] for r in conn.execute(f"SELECT id FROM {table}")]
+        next_id = first_new_id
+        for _ in range(transactions):
+            with conn.transaction():
+                for _ in range(per_txn):
+                    op = rnd.random()
+                    if op < 0.4 or not live:
+                        conn.execute(f"INSERT INTO {table} (id, name, qty) VALUES (%s, %s, %s)",
+                                     (next_id, f"new {next_id}", rnd.randint(0, 1000)))
+                        live.append(next_id)
+                        next_id += 1
+                    elif op < 0.8:
+                        conn.execute(f"UPDATE {table} SET qty = %s, note = %s, updated_at = now() WHERE id = %s",
+                                     (rnd.randint(0, 1000), f"upd {rnd.random():.6f}", rnd.choice(live)))
+                    else:
+                        victim = live.pop(rnd.randrange(len(live)))
+                        conn.execute(f"DELETE FROM {table} WHERE id = %s", (victim,))
+
+
+@pytest.fixture
+def pipeline(pg_dsn: str, nats_url: str, unique_name: str, tmp_path: Path) -> Iterator[Pipeline]:
+    table = f"public.{unique_name}"
+    create_table(pg_dsn, table, 10_000)
+    fanout_port = free_port()
+    health = {"ingest": free_port(), "fanout": free_port()}
+    config = write_config(tmp_path / "laredo.conf", pg_dsn=pg_dsn, nats_url=nats_url, source_id="pg",
+                          slot=f"slot_{unique_name}", prefix=f"t{unique_name}", tables=[table],
+                          fanout_port=fanout_port, health_ports=health)
+    ingest = ServiceProcess("ingest", config, health["ingest"], tmp_path / "ingest.log")
+    fanout = ServiceProcess("fanout", config, health["fanout"], tmp_path / "fanout.log")
+    p = Pipeline(pg_dsn, nats_url, table, f"slot_{unique_name}", stream_name(f"t{unique_name}", "pg"),
+                 ingest, fanout, fanout_port)
+    ingest.start()
+    fanout.start()
+    try:
+        ingest.wait_ready()
+        fanout.wait_ready()
+        yield p
+    finally:
+        fanout.stop()
+        ingest.stop()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                         "WHERE slot_name = %s AND NOT active", (p.slot,))
+
+
+@pytest.fixture
+async def replica(pipeline: Pipeline) -> AsyncIterator[SyncReplica]:
+    async with pipeline.channel() as channel:
+        schema, table = pipeline.table.split(".")
+        rep = SyncReplica(channel, schema, table, client_id="e2e-first")
+        task = asyncio.create_task(rep.run())
+        await rep.wait_ready(60)
+        yield rep
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def replica_matches(rep: SyncReplica, pipeline: Pipeline) -> bool:
+    expected = await asyncio.to_thread(table_rows, pipeline.dsn, pipeline.table)
+    return rep.state.rows == expected
+
+
+async def test_replica_equals_table_after_baseline_and_mixed_changes(pipeline: Pipeline, replica: SyncReplica):
+    assert len(replica.state.rows) == 10_000
+    await asyncio.to_thread(apply_mixed_changes, pipeline.dsn, pipeline.table, 200, 10, 10_001)
+    await eventually(lambda: replica_matches(replica, pipeline), timeout=60,
+                     what="the Sync client's replica equals SELECT * of the table")
+    assert replica.state.sequences == list(range(replica.state.sequences[0], replica.state.last_sequence + 1))
+
+
+async def test_second_client_mid_stream_gets_snapshot_then_contiguous_tail(pipeline: Pipeline,
+                                                                           replica: SyncReplica):
+    writer = asyncio.create_task(asyncio.to_thread(apply_mixed_changes, pipeline.dsn, pipeline.table,
+                                                   200, 10, 10_001, 11))
+    await eventually(lambda: len(replica.state.sequences) > 300, timeout=60, what="changes flowing to client 1")
+    async with pipeline.channel() as channel:
+        schema, table = pipeline.table.split(".")
+        second = SyncReplica(channel, schema, table, client_id="e2e-second")
+        task = asyncio.create_task(second.run())  # raises SequenceGapError on any gap or repeat
+        await second.wait_ready(60)
+        await writer
+        await eventually(lambda: replica_matches(second, pipeline), timeout=60,
+                         what="the second client's replica equals the table")
+        assert not task.done(), f"second stream ended early: {task}"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert second.state.modes[0] == 1  # SYNC_MODE_FULL_SNAPSHOT
+    assert second.state.sequences == list(range(second.state.sequences[0], second.state.last_sequence + 1))
+    assert await replica_matches(replica, pipeline)
+
+
+async def acked_end_lsns(nats_url: str, stream: str) -> list[tuple[int, int]]:
+    """(stream sequence, LSN) of every message after which ingest may confirm that LSN."""
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(stream)
+        found = []
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            msg = await js.get_msg(stream, seq)
+            headers = msg.headers or {}
+            end = headers.get(HEADER_END_LSN)
+            if not end and headers.get(HEADER_KIND) == "BASELINE_END":
+                end = headers.get(HEADER_COMMIT_LSN)  # the slot starts at the baseline's consistent point
+            if end:
+                found.append((seq, parse_lsn(end)))
+        return found
+    finally:
+        await nc.close()
+
+
+async def stream_last_seq(nats_url: str, stream: str) -> int:
+    nc = await nats.connect(nats_url)
+    try:
+        return (await nc.jetstream().stream_info(stream)).state.last_seq
+    finally:
+        await nc.close()
+
+
+def confirmed_flush(dsn: str, slot: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                           (slot,)).fetchone()
+    return parse_lsn(row[0]) if row and row[0] else 0
+
+
+async def test_ingest_killed_twice_mid_stream_loses_nothing(pipeline: Pipeline, replica: SyncReplica):
+    samples: list[tuple[int, int]] = []  # (confirmed_flush_lsn, stream last seq read just after)
+    stop_sampling = asyncio.Event()
+
+    async def sample() -> None:
+        while not stop_sampling.is_set():
+            confirmed = await asyncio.to_thread(confirmed_flush, pipeline.dsn, pipeline.slot)
+            samples.append((confirmed, await stream_last_seq(pipeline.nats_url, pipeline.stream)))
+            await asyncio.sleep(0.05)  # sampling cadence, not a wait for a condition
+
+    sampler = asyncio.create_task(sample())
+    writer = asyncio.create_task(asyncio.to_thread(apply_mixed_changes, pipeline.dsn, pipeline.table,
+                                                   200, 10, 10_001, 13))
+    for kill_after in (400, 1200):
+        await eventually(lambda n=kill_after: len(replica.state.sequences) >= n, timeout=60,
+                         what=f"{kill_after} changes reached the client before the kill")
+        pipeline.ingest.kill()
+        pipeline.ingest.start()
+        await asyncio.to_thread(pipeline.ingest.wait_ready)
+    await writer
+    await eventually(lambda: replica_matches(replica, pipeline), timeout=90,
+                     what="the replica equals the table after two SIGKILLs of ingest")
+    stop_sampling.set()
+    await sampler
+    acked = await acked_end_lsns(pipeline.nats_url, pipeline.stream)
+    for confirmed, last_seq in samples:
+        published = max((end for seq, end in acked if seq <= last_seq), default=0)
+        assert confirmed <= published, (
+            f"confirmed_flush_lsn {confirmed:X} passed what JetStream had acked ({published:X})")
+    assert pipeline.ingest.starts == 3
+
