@@ -43,6 +43,7 @@ async def test_one_row_is_one_trace_across_ingest_fanout_and_sync(pg_dsn: str, n
     stop = asyncio.Event()
     tasks = [asyncio.create_task(ingest.run(stop)), asyncio.create_task(fanout.run(stop))]
     try:
+        await eventually(lambda: fanout.readiness()[0], timeout=60, what="fan-out ready (baseline applied)")
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             replica = SyncReplica(channel, "public", unique_name, client_id="tracing")
             client = asyncio.create_task(replica.run())

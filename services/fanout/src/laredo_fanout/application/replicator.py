@@ -1,0 +1,128 @@
+"""Apply stream messages to each target's rows and journal: the ChangeSink of the fan-out service.
+
+Positions are the idempotency key: a change at or before the table's applied position is a
+replay and is skipped. Control batches get positions that sort where the stream puts them:
+BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before
+the first change committed at the baseline's snapshot LSN.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from laredo_core.changes import BatchKind, ChangeBatchInfo, TableId
+from laredo_core.position import BASELINE_ORDINAL_BASE, Position
+
+from laredo_fanout.application.table_replica import TableReplica
+from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.domain.table_state import RowEffect
+from laredo_fanout.ports import Clock, FeedMessage, Observer, SyncEncoder
+
+log = logging.getLogger(__name__)
+
+
+class Replicator:
+    def __init__(self, replicas: Mapping[TableId, TableReplica], encoder: SyncEncoder, clock: Clock,
+                 observer: Observer) -> None:
+        self._replicas = replicas
+        self._encoder = encoder
+        self._clock = clock
+        self._observer = observer
+
+    def on_caught_up(self, table: TableId) -> None:
+        replica = self._replicas.get(table)
+        if replica is not None and not replica.caught_up:
+            log.info("%s: caught up with the stream (%d rows, sequence %d)", table, len(replica.state),
+                     replica.journal.current_sequence)
+            replica.mark_caught_up()
+
+    def on_batch(self, message: FeedMessage) -> None:
+        replica = self._replicas.get(message.table)
+        batch = message.batch
+        if replica is None:
+            log.warning("stream message %d is for %s, which has no fan-out target; skipped",
+                        message.stream_sequence, message.table)
+            return
+        if batch.table != message.table:
+            log.error("stream message %d on the subject of %s carries table %s; skipped (check the "
+                      "ingest subject naming)", message.stream_sequence, message.table, batch.table)
+            return
+        with self._observer.applying(message) as trace:
+            appended = self._apply(replica, batch, trace)
+        if appended:
+            replica.notify_appended()
+
+    def _apply(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
+        _adopt_columns(replica, batch)
+        kind = batch.kind
+        if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
+            return self._apply_changes(replica, batch, trace)
+        if kind is BatchKind.BASELINE_BEGIN:
+            position = Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1)
+            if replica.accepts(position):
+                replica.state.begin_baseline(batch.baseline_id)
+                replica.applied_position = position
+            return 0
+        if kind is BatchKind.BASELINE_END:
+            return self._end_baseline(replica, batch, trace)
+        if kind is BatchKind.RESYNC_REQUIRED:
+            log.warning("%s: the source lost continuity (%s); rows may be stale until the next baseline",
+                        replica.table, batch.reason or "no reason given")
+        elif kind is BatchKind.SCHEMA_CHANGE:
+            log.info("%s: columns changed (%s)", replica.table, batch.reason or "schema change")
+        return 0
+
+    def _apply_changes(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
+        state, baseline = replica.state, batch.kind is BatchKind.BASELINE_ROWS
+        appended = 0
+        for change in batch.changes:
+            if not replica.accepts(change.position):
+                continue
+            if baseline:
+                effect = state.apply_baseline_row(batch.baseline_id, change)
+            else:
+                effect = state.apply(change)
+            replica.applied_position = change.position
+            if effect is not None:
+                self._journal(replica, effect, change.position, batch, trace)
+                appended += 1
+        return appended
+
+    def _end_baseline(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
+        end = Position(batch.commit_lsn, -1)
+        if not replica.accepts(end):
+            return 0
+        effects = replica.state.end_baseline(batch.baseline_id)
+        for index, effect in enumerate(effects):
+            # Ordinals -n .. -1: after every baseline row, before every change at the snapshot LSN.
+            self._journal(replica, effect, Position(batch.commit_lsn, index - len(effects)), batch, trace)
+        replica.applied_position = end
+        if not replica.baseline_complete:
+            log.info("%s: baseline %s complete (%d rows)", replica.table, batch.baseline_id, len(replica.state))
+        replica.mark_baseline_complete()
+        return len(effects)
+
+    def _journal(self, replica: TableReplica, effect: RowEffect, position: Position, batch: ChangeBatchInfo,
+                 trace: object | None) -> None:
+        journal, now = replica.journal, self._clock.now()
+        sequence = journal.next_sequence
+        commit_time = batch.commit_time_unix_us or int(now * 1_000_000)
+        encoded = self._encoder.journal_entry(
+            sequence=sequence, position=str(position), commit_time_unix_us=commit_time, xid=batch.xid,
+            action=effect.action, old=effect.old, new=effect.new,
+        )
+        journal.append(JournalEntry(sequence, position, commit_time, batch.xid, effect.action, effect.old,
+                                    effect.new, now, encoded, trace), now)
+
+
+def _adopt_columns(replica: TableReplica, batch: ChangeBatchInfo) -> None:
+    """Every message carries the table's columns; a new primary key re-keys the stored rows."""
+    if batch.columns and batch.columns != replica.columns:
+        replica.columns = batch.columns
+        key = batch.key_columns
+        if key != replica.state.key_columns:
+            if replica.state.key_columns:
+                log.info("%s: primary key is now (%s)", replica.table, ", ".join(key))
+            replica.state.rekey(key)
+

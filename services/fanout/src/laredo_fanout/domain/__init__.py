@@ -1,0 +1,1 @@
+"""Fan-out domain: table rows, the change journal and the sync-mode decision; pure Python only."""

@@ -1,0 +1,56 @@
+"""Fan-out errors: one base class, typed subclasses; the gRPC entrypoint maps each to a status code."""
+
+from __future__ import annotations
+
+from laredo_core.errors import LaredoError
+
+
+class FanoutError(LaredoError):
+    """Base of every error the fan-out service raises on purpose."""
+
+
+class InvalidSyncRequest(FanoutError):
+    """A request lacks a required field or carries a malformed one."""
+
+
+class TargetNotFound(FanoutError):
+    """No fan-out target is configured for the requested table."""
+
+    def __init__(self, schema: str, table: str) -> None:
+        super().__init__(f"no fan-out target for {schema}.{table}")
+        self.schema, self.table = schema, table
+
+
+class TooManyClients(FanoutError):
+    """The target already serves max_clients Sync streams."""
+
+    retryable = True
+
+
+class ClientFellBehind(FanoutError):
+    """The journal was pruned past the entries a live client still needed."""
+
+    retryable = True
+
+    def __init__(self, client_id: str, cursor: int, oldest: int) -> None:
+        super().__init__(
+            f"client {client_id} fell behind: it needs journal entries after sequence {cursor} but the "
+            f"oldest retained entry is {oldest}; reconnect to resync (a new Sync call sends a fresh snapshot)"
+        )
+        self.client_id, self.cursor, self.oldest = client_id, cursor, oldest
+
+
+class NotAvailableYet(FanoutError):
+    """A protocol feature this release does not provide."""
+
+
+class JournalError(FanoutError):
+    """An internal invariant of the journal would be broken (a bug, never bad input)."""
+
+
+class EntriesPruned(FanoutError):
+    """Entries after a sequence are no longer retained."""
+
+    def __init__(self, after_sequence: int, oldest: int) -> None:
+        super().__init__(f"journal entries after sequence {after_sequence} were pruned (oldest retained: {oldest})")
+        self.after_sequence, self.oldest = after_sequence, oldest

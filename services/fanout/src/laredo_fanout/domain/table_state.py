@@ -1,0 +1,170 @@
+"""The rows of one table keyed by primary key; every change replaces whole immutable rows.
+
+Invariants:
+- a stored row is never mutated: a change builds a new StoredRow, so a snapshot is a list copy;
+- applying the same change twice has the effect of applying it once (idempotent by key);
+- an unchanged TOASTed value (UNCHANGED) keeps the stored value of that column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from laredo_core.changes import Action, RowChange
+from laredo_core.tuples import UNCHANGED
+
+RowKey = tuple[Any, ...]
+#: Builds the wire form of a row once, when the row version is created (see ports.SyncEncoder.encode_row).
+RowEncoder = Callable[[Mapping[str, Any]], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """One version of one row. `values` is read-only; `encoded` is its wire form, shared by every reader."""
+
+    key: RowKey
+    values: Mapping[str, Any]
+    encoded: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RowEffect:
+    """What one change did: the row before and after it (None = absent). TRUNCATE has neither."""
+
+    action: Action
+    old: StoredRow | None
+    new: StoredRow | None
+
+
+def hashable(value: Any) -> Any:
+    """Key values must be hashable: arrays become tuples, JSON objects sorted item tuples."""
+    if isinstance(value, list):
+        return tuple(hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
+    return value
+
+
+class TableState:
+    """Rows of one table by primary-key tuple, plus the baseline generation being loaded."""
+
+    def __init__(self, key_columns: tuple[str, ...], encode: RowEncoder) -> None:
+        self._key_columns = key_columns
+        self._encode = encode
+        self._rows: dict[RowKey, StoredRow] = {}
+        self._baseline_id: str | None = None
+        self._baseline_seen: set[RowKey] = set()
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self._key_columns
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, key: RowKey) -> StoredRow | None:
+        return self._rows.get(key)
+
+    def rows(self) -> list[StoredRow]:
+        """A point-in-time copy: later changes replace rows in the table, never in this list."""
+        return list(self._rows.values())
+
+    def key_of(self, values: Mapping[str, Any]) -> RowKey:
+        columns = self._key_columns or tuple(values)
+        try:
+            key = tuple([values[c] for c in columns])
+        except KeyError as exc:
+            raise KeyError(f"row lacks key column {exc.args[0]!r} (key: {', '.join(columns)})") from None
+        try:
+            hash(key)
+        except TypeError:  # arrays or JSON in the key: rare, so checked only on failure
+            key = tuple(hashable(v) for v in key)
+        return key
+
+    def rekey(self, key_columns: tuple[str, ...]) -> None:
+        """Switch to another primary key (schema change); rows keep their values."""
+        if key_columns == self._key_columns:
+            return
+        self._key_columns = key_columns
+        rows = list(self._rows.values())
+        self._rows = {}
+        for row in rows:
+            key = self.key_of(row.values)
+            self._rows[key] = StoredRow(key, row.values, row.encoded)
+        self._baseline_seen = set()
+
+    def apply(self, change: RowChange) -> RowEffect | None:
+        """Apply one streamed change; None when it changed nothing (e.g. a replay)."""
+        if change.action is Action.TRUNCATE:
+            self._rows = {}
+            return RowEffect(Action.TRUNCATE, None, None)
+        if change.action is Action.DELETE:
+            key = self._find_key(change.old or {})
+            previous = self._rows.pop(key, None) if key is not None else None
+            return RowEffect(Action.DELETE, previous, None) if previous is not None else None
+        old_key = self._find_key(change.old) if change.old else None
+        return self._put(change.action, change.new or {}, old_key)
+
+    def begin_baseline(self, baseline_id: str) -> None:
+        """Start a baseline generation: rows it does not contain are removed at its end."""
+        self._baseline_id = baseline_id
+        self._baseline_seen = set()
+
+    def apply_baseline_row(self, baseline_id: str, change: RowChange) -> RowEffect | None:
+        if baseline_id != self._baseline_id:
+            # Rows of a baseline whose BEGIN we never saw (stream trimmed): they start the generation.
+            self.begin_baseline(baseline_id)
+        effect = self._put(Action.INSERT, change.new or {}, None)
+        self._baseline_seen.add(effect.new.key if effect is not None and effect.new is not None
+                                else self.key_of(change.new or {}))
+        return effect
+
+    def end_baseline(self, baseline_id: str) -> list[RowEffect]:
+        """Remove every row the generation did not contain; returns one DELETE effect per removed row."""
+        if baseline_id != self._baseline_id:
+            self.begin_baseline(baseline_id)  # an empty baseline: nothing seen, every row goes
+        seen, self._baseline_seen, self._baseline_id = self._baseline_seen, set(), None
+        stale = [key for key in self._rows if key not in seen]
+        return [RowEffect(Action.DELETE, self._rows.pop(key), None) for key in stale]
+
+    def _put(self, action: Action, new_values: Mapping[str, Any], old_key: RowKey | None) -> RowEffect | None:
+        key = self.key_of(new_values)
+        source_key = key if old_key is None else old_key
+        previous = self._rows.get(source_key)
+        moves = source_key != key and previous is not None  # the primary key changed: the row moves
+        if source_key != key and previous is None:
+            previous = self._rows.get(key)  # a replayed move: the row already sits at its new key
+        values = merge_unchanged(new_values, previous)
+        if moves:
+            del self._rows[source_key]
+        elif previous is not None and previous.values == values:
+            return None
+        row = StoredRow(key, MappingProxyType(values), self._encode(values))
+        self._rows[key] = row
+        return RowEffect(action, previous, row)
+
+    def _find_key(self, partial: Mapping[str, Any]) -> RowKey | None:
+        """The key of the row an old tuple names; a scan when it holds other columns than the key."""
+        if all(c in partial for c in self._key_columns):
+            return self.key_of(partial)
+        match = [r.key for r in self._rows.values() if _matches(r.values, partial.items())]
+        return match[0] if match else None
+
+
+def merge_unchanged(new_values: Mapping[str, Any], previous: StoredRow | None) -> dict[str, Any]:
+    """New values with UNCHANGED replaced by the stored ones; dropped when nothing is stored."""
+    if not any(v is UNCHANGED for v in new_values.values()):
+        return dict(new_values)
+    stored = previous.values if previous is not None else {}
+    return {
+        name: (stored[name] if value is UNCHANGED else value)
+        for name, value in new_values.items()
+        if value is not UNCHANGED or name in stored
+    }
+
+
+def _matches(values: Mapping[str, Any], expected: Iterable[tuple[str, Any]]) -> bool:
+    return all(name in values and values[name] == value for name, value in expected)

@@ -1,0 +1,1 @@
+"""Inbound entrypoints of the fan-out service."""

@@ -1,0 +1,92 @@
+"""The Replication service, registered under the specification's and upstream's names.
+
+Sync yields pre-serialized SyncResponse bytes (built once per row or entry and shared by every
+client), so its handler's response serializer is the identity.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import grpc
+
+from laredo.replication.v1 import replication_pb2 as pb
+
+from laredo_fanout.application.targets import FanoutTargets
+from laredo_fanout.domain.errors import ClientFellBehind, FanoutError
+from laredo_fanout.entrypoints.grpc import mappers
+from laredo_fanout.entrypoints.grpc.errors import status_for
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    pb.DESCRIPTOR.services_by_name["TableSyncReplication"].full_name,
+    pb.DESCRIPTOR.services_by_name["LaredoReplicationService"].full_name,
+)
+
+
+def _pre_serialized(message: bytes) -> bytes:
+    return message
+
+
+class ReplicationServicer:
+    def __init__(self, targets: FanoutTargets) -> None:
+        self._targets = targets
+
+    async def sync(self, request: pb.SyncRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        try:
+            session = self._targets.open_session(mappers.sync_request(request))
+            async with aclosing(session.messages()) as messages:
+                async for message in messages:
+                    yield message
+        except FanoutError as exc:
+            if isinstance(exc, ClientFellBehind):
+                log.warning("%s.%s: %s", request.schema, request.table, exc)
+            await context.abort(*status_for(exc))
+
+    async def get_replication_status(self, request: pb.GetReplicationStatusRequest,
+                                     context: grpc.aio.ServicerContext) -> pb.GetReplicationStatusResponse:
+        try:
+            return mappers.status_response(self._targets.status(request.schema, request.table))
+        except FanoutError as exc:
+            await context.abort(*status_for(exc))
+            raise  # unreachable: abort raises
+
+    async def list_snapshots(self, request: pb.ListSnapshotsRequest,
+                             context: grpc.aio.ServicerContext) -> pb.ListSnapshotsResponse:
+        try:
+            self._targets.list_snapshots(request.schema, request.table)
+        except FanoutError as exc:
+            await context.abort(*status_for(exc))
+        return pb.ListSnapshotsResponse()
+
+    async def fetch_snapshot(self, request: pb.FetchSnapshotRequest,
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.FetchSnapshotResponse]:
+        try:
+            self._targets.fetch_snapshot(request.snapshot_id)
+        except FanoutError as exc:
+            await context.abort(*status_for(exc))
+        return
+        yield  # an async generator: FetchSnapshot is server-streaming
+
+
+def generic_handlers(servicer: ReplicationServicer) -> list[grpc.GenericRpcHandler]:
+    """One handler per service name, both backed by the same servicer."""
+    methods: dict[str, Any] = {
+        "Sync": grpc.unary_stream_rpc_method_handler(
+            servicer.sync, request_deserializer=pb.SyncRequest.FromString,
+            response_serializer=_pre_serialized),
+        "GetReplicationStatus": grpc.unary_unary_rpc_method_handler(
+            servicer.get_replication_status, request_deserializer=pb.GetReplicationStatusRequest.FromString,
+            response_serializer=pb.GetReplicationStatusResponse.SerializeToString),
+        "ListSnapshots": grpc.unary_unary_rpc_method_handler(
+            servicer.list_snapshots, request_deserializer=pb.ListSnapshotsRequest.FromString,
+            response_serializer=pb.ListSnapshotsResponse.SerializeToString),
+        "FetchSnapshot": grpc.unary_stream_rpc_method_handler(
+            servicer.fetch_snapshot, request_deserializer=pb.FetchSnapshotRequest.FromString,
+            response_serializer=pb.FetchSnapshotResponse.SerializeToString),
+    }
+    return [grpc.method_handlers_generic_handler(name, methods) for name in SERVICE_NAMES]

@@ -1,0 +1,111 @@
+"""What the fan-out core needs from the outside world: one Protocol per role, each with its contract."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from laredo_core.changes import Action, ChangeBatchInfo, ColumnInfo, TableId
+
+from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.domain.sync_plan import SyncPlan
+from laredo_fanout.domain.table_state import StoredRow
+
+
+@dataclass(frozen=True, slots=True)
+class FeedSubscription:
+    """One table of one source to consume."""
+
+    source_id: str
+    table: TableId
+
+
+@dataclass(frozen=True, slots=True)
+class FeedMessage:
+    """One decoded stream message for a subscribed table."""
+
+    table: TableId
+    batch: ChangeBatchInfo
+    stream_sequence: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class ChangeSink(Protocol):
+    """Receives what a ChangeFeed delivers; called on the event loop, one call at a time per table."""
+
+    def on_batch(self, message: FeedMessage) -> None: ...
+
+    def on_caught_up(self, table: TableId) -> None: ...
+
+
+class ChangeFeed(Protocol):
+    """The change stream ingest publishes (JetStream), read from its start for each table.
+
+    Contract:
+    - ordering: per table, messages arrive in stream order (which is source position order);
+      tables are independent of each other;
+    - delivery: every message of the table's subject from the start of the stream, once per
+      run(); across runs (restarts) everything is delivered again, so the sink must skip
+      positions it already applied (the idempotency key is the change Position);
+    - caught up: on_caught_up(table) is called once per table, after the last message that
+      existed when the table's consumer started was delivered (at once when there was none);
+    - bad input: a message that does not decode is logged with its stream sequence and
+      skipped; delivery continues;
+    - a stream that does not exist yet is waited for (with backoff and a log line), not an error;
+    - run() returns only by cancellation; an exception raised by the sink ends it with that
+      exception (a bug must not be swallowed).
+    """
+
+    async def run(self, subscriptions: Sequence[FeedSubscription], sink: ChangeSink) -> None: ...
+
+
+class SyncEncoder(Protocol):
+    """Builds the bytes of Sync stream messages (SyncResponse) so they are serialized once and shared.
+
+    Pure CPU, no I/O: the protobuf implementation is used in tests too (it is its own fake).
+    Every method returns the bytes of one complete SyncResponse message, except encode_row,
+    whose result is cached on each StoredRow and reused by snapshot and journal messages.
+    """
+
+    def encode_row(self, values: Mapping[str, Any]) -> bytes: ...
+
+    def journal_entry(self, *, sequence: int, position: str, commit_time_unix_us: int, xid: int,
+                      action: Action, old: StoredRow | None, new: StoredRow | None) -> bytes: ...
+
+    def journal_entries(self, entries: Sequence[JournalEntry]) -> bytes:
+        """One entry as journal_entry; several packed as one journal_batch (opt-in extension)."""
+        ...
+
+    def snapshot_rows(self, rows: Sequence[StoredRow]) -> bytes:
+        """One row as snapshot_row; several packed as one snapshot_rows batch (opt-in extension)."""
+        ...
+
+    def handshake(self, plan: SyncPlan, *, current_sequence: int, oldest_sequence: int,
+                  columns: Sequence[ColumnInfo]) -> bytes: ...
+
+    def snapshot_begin(self, *, snapshot_id: str, sequence: int, row_count: int, position: str) -> bytes: ...
+
+    def snapshot_end(self, *, sequence: int, rows_sent: int, position: str) -> bytes: ...
+
+    def heartbeat(self, *, current_sequence: int, server_time: float) -> bytes: ...
+
+
+class Clock(Protocol):
+    """Wall-clock time in Unix seconds (journal ages, timestamps); monotonic time comes from the loop."""
+
+    def now(self) -> float: ...
+
+
+class Observer(Protocol):
+    """Traces and metrics of the fan-out core; never raises into it.
+
+    applying() wraps the application of one stream message and yields an opaque trace
+    reference that is kept with every journal entry the message produced; entries_sent()
+    reports entries written to one client, so their send is traced as a child of the apply.
+    """
+
+    def applying(self, message: FeedMessage) -> AbstractContextManager[object | None]: ...
+
+    def entries_sent(self, table: TableId, client_id: str, entries: Sequence[JournalEntry]) -> None: ...

@@ -1,0 +1,82 @@
+"""Fixtures for the fan-out tests: an in-memory world (feed, replicator, targets) wired like main.build."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from services.fanout.tests.fanout_testkit import TABLE, Batches, SyncReplica
+
+from laredo_core.changes import TableId
+from laredo_fanout.adapters.memory import ManualClock, MemoryChangeFeed, RecordingObserver
+from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
+from laredo_fanout.application.replicator import Replicator
+from laredo_fanout.application.session import SyncRequestInfo
+from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
+from laredo_fanout.application.targets import FanoutTargets
+from laredo_fanout.ports import FeedSubscription, Observer
+
+
+@dataclass
+class World:
+    feed: MemoryChangeFeed
+    replica: TableReplica
+    replicator: Replicator
+    targets: FanoutTargets
+    observer: Any
+    clock: ManualClock
+    batches: Batches = field(default_factory=Batches)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    def publish(self, *messages: bytes | list[bytes], headers: dict[str, str] | None = None) -> None:
+        for message in messages:
+            for data in message if isinstance(message, list) else [message]:
+                self.feed.publish(self.replica.table, data, headers)
+
+    def start(self) -> None:
+        self.tasks.append(asyncio.create_task(
+            self.feed.run([FeedSubscription("pg", self.replica.table)], self.replicator)))
+
+    def sync(self, replica: SyncReplica | None = None, **request: Any) -> tuple[SyncReplica, asyncio.Task[None]]:
+        """Start a Sync client that applies every message to a SyncReplica."""
+        replica = replica or SyncReplica()
+        session = self.targets.open_session(SyncRequestInfo(schema=TABLE.schema, table=TABLE.name, **request))
+
+        async def consume() -> None:
+            async for data in session.messages():
+                replica.apply_bytes(data)
+
+        task = asyncio.create_task(consume())
+        self.tasks.append(task)
+        return replica, task
+
+
+def build_world(*, table: TableId = TABLE, journal_max_entries: int = 1000, journal_max_age: float = 0.0,
+                heartbeat_interval: float = 30.0, max_clients: int = 0, observer: Observer | None = None,
+                feed: MemoryChangeFeed | None = None) -> World:
+    encoder, clock = ProtobufSyncEncoder(), ManualClock()
+    observer = observer or RecordingObserver()
+    replica = TableReplica("pg", table, ReplicaLimits(journal_max_entries, journal_max_age, heartbeat_interval,
+                                                      max_clients), encoder)
+    replicator = Replicator({table: replica}, encoder, clock, observer)
+    targets = FanoutTargets([replica], encoder=encoder, clock=clock, observer=observer)
+    return World(feed or MemoryChangeFeed(), replica, replicator, targets, observer, clock)
+
+
+@pytest.fixture
+async def make_world() -> AsyncIterator[Callable[..., World]]:
+    worlds: list[World] = []
+
+    def make(**options: Any) -> World:
+        world = build_world(**options)
+        worlds.append(world)
+        return world
+
+    yield make
+    for world in worlds:
+        for task in world.tasks:
+            task.cancel()
+        await asyncio.gather(*(t for w in worlds for t in w.tasks), return_exceptions=True)

@@ -1,0 +1,53 @@
+"""choose_sync_mode: the specification's priority order, as a table."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+
+from laredo_fanout.domain.sync_plan import RetainedSnapshot, SyncMode, choose_sync_mode
+
+FULL, DELTA, FROM_SNAPSHOT = SyncMode.FULL_SNAPSHOT, SyncMode.DELTA, SyncMode.DELTA_FROM_SNAPSHOT
+
+
+class Case(NamedTuple):
+    name: str
+    last_known_sequence: int
+    position_resume: int | None
+    first_retained: int
+    current: int
+    snapshot: RetainedSnapshot | None
+    mode: SyncMode
+    resume_from: int
+
+
+CASES = [
+    Case("fresh client", 0, None, 1, 50, None, FULL, 50),
+    Case("fresh client, empty journal", 0, None, 1, 0, None, FULL, 0),
+    Case("covered source position wins over everything", 10, 42, 5, 50, RetainedSnapshot("s", 30), DELTA, 42),
+    Case("covered position with no sequence", 0, 0, 1, 0, None, DELTA, 0),
+    Case("sequence inside the journal", 20, None, 5, 50, None, DELTA, 20),
+    Case("sequence equal to the oldest", 5, None, 5, 50, None, DELTA, 5),
+    Case("sequence just before the oldest: every later entry retained", 4, None, 5, 50, None, DELTA, 4),
+    Case("sequence pruned", 3, None, 5, 50, None, FULL, 50),
+    Case("sequence at the head", 50, None, 5, 50, None, DELTA, 50),
+    Case("sequence beyond the head (another instance)", 51, None, 5, 50, None, FULL, 50),
+    Case("sequence with everything pruned but up to date", 50, None, 51, 50, None, DELTA, 50),
+    Case("sequence with everything pruned and behind", 49, None, 51, 50, None, FULL, 50),
+    Case("pruned sequence falls to a retained snapshot", 3, None, 5, 50, RetainedSnapshot("s", 30), FROM_SNAPSHOT, 30),
+    Case("no state but a retained snapshot", 0, None, 5, 50, RetainedSnapshot("s", 4), FROM_SNAPSHOT, 4),
+    Case("snapshot older than the journal", 0, None, 5, 50, RetainedSnapshot("s", 3), FULL, 50),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_choose_sync_mode(case: Case) -> None:
+    plan = choose_sync_mode(
+        last_known_sequence=case.last_known_sequence, position_resume_sequence=case.position_resume,
+        first_retained_sequence=case.first_retained, current_sequence=case.current,
+        retained_snapshot=case.snapshot,
+    )
+    assert (plan.mode, plan.resume_from_sequence) == (case.mode, case.resume_from)
+    assert plan.snapshot_id == ("s" if case.mode is FROM_SNAPSHOT else "")
+    assert plan.reason

@@ -1,0 +1,1 @@
+"""Adapters: psycopg, NATS JetStream, OpenTelemetry, and in-memory fakes."""

@@ -1,0 +1,158 @@
+"""In-memory adapters for every port, with injectable faults: for unit tests and embedded runs.
+
+The PostgreSQL side (SourceDatabase, ReplicationStream) lives in memory_source.py and is re-exported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from laredo_ingest.adapters.memory_source import (
+    MemoryReplicationStream,
+    MemorySource,
+    MemorySourceDatabase,
+    WalBuilder,
+)
+from laredo_ingest.domain.batches import OutboundBatch
+from laredo_ingest.domain.errors import IngestError, PublishFailed, StateStoreUnavailable
+from laredo_ingest.domain.start_plan import IngestState
+from laredo_ingest.ports import AckCallback, StreamSpec
+
+__all__ = [
+    "InMemoryChangePublisher", "InMemoryStateStore", "MemoryReplicationStream", "MemorySource",
+    "MemorySourceDatabase", "PublishedMessage", "RecordingObserver", "RecordedSpan", "WalBuilder",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedMessage:
+    batch: OutboundBatch
+    headers: dict[str, str]
+
+
+class InMemoryChangePublisher:
+    """Stores batches like a JetStream stream would, deduplicating by msg_id.
+
+    Faults: `fail_msg_ids` (rejected), `fail_next` (the next n messages are rejected), `hold_acks` (acks wait for release_acks(), in any order you pick),
+    `ack_delay` seconds before each ack.
+    """
+
+    def __init__(self, *, max_pending: int = 4000) -> None:
+        self.spec: StreamSpec | None = None
+        self.stored: list[PublishedMessage] = []
+        self.duplicates = 0
+        self.fail_msg_ids: set[str] = set()
+        self.fail_next = 0
+        self.hold_acks = False
+        self.ack_delay = 0.0
+        self._held: list[tuple[AckCallback, IngestError | None]] = []
+        self._ids: set[str] = set()
+        self._window = asyncio.Semaphore(max_pending)
+        self._pending = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def ensure_stream(self, spec: StreamSpec) -> None:
+        self.spec = spec
+
+    async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
+                      trace_headers: Mapping[str, str] | None = None) -> None:
+        if self.spec is None:
+            raise PublishFailed("stream not ensured: call ensure_stream() first")
+        await self._window.acquire()
+        self._pending += 1
+        self._idle.clear()
+        error: IngestError | None = None
+        if batch.msg_id in self.fail_msg_ids or self.fail_next > 0:
+            self.fail_next = max(0, self.fail_next - 1)
+            error = PublishFailed(f"JetStream rejected {batch.msg_id} (test fault)")
+        elif batch.msg_id in self._ids:
+            self.duplicates += 1
+        else:
+            self._ids.add(batch.msg_id)
+            self.stored.append(PublishedMessage(batch, dict(trace_headers or {})))
+        if self.hold_acks:
+            self._held.append((on_ack, error))
+        else:
+            asyncio.get_running_loop().call_later(self.ack_delay, self._complete, on_ack, error)
+
+    def release_acks(self, order: list[int] | None = None) -> None:
+        """Deliver held acks, in the given index order (default: publish order)."""
+        held, self._held = self._held, []
+        for index in order if order is not None else range(len(held)):
+            self._complete(*held[index])
+
+    async def wait_for_acks(self, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def _complete(self, on_ack: AckCallback, error: IngestError | None) -> None:
+        self._pending -= 1
+        self._window.release()
+        if not self._pending:
+            self._idle.set()
+        on_ack(error)
+
+
+class InMemoryStateStore:
+    def __init__(self) -> None:
+        self.states: dict[str, IngestState] = {}
+        self.puts: list[IngestState] = []
+        self.unavailable = False
+
+    async def get(self, source_id: str) -> IngestState | None:
+        self._check()
+        return self.states.get(source_id)
+
+    async def put(self, source_id: str, state: IngestState) -> None:
+        self._check()
+        self.states[source_id] = state
+        self.puts.append(state)
+
+    def _check(self) -> None:
+        if self.unavailable:
+            raise StateStoreUnavailable("in-memory state store is set unavailable")
+
+
+@dataclass(slots=True)
+class RecordedSpan:
+    name: str
+    attributes: dict[str, Any]
+    trace_id: str
+    span_id: str
+    ended: bool = False
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def trace_headers(self) -> dict[str, str]:
+        return {"traceparent": f"00-{self.trace_id}-{self.span_id}-01"}
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.spans: list[RecordedSpan] = []
+        self._ids = itertools.count(1)
+
+    @contextlib.contextmanager
+    def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[RecordedSpan]:
+        n = next(self._ids)
+        span = RecordedSpan(name, dict(attributes), f"{n:032x}", f"{n:016x}")
+        self.spans.append(span)
+        try:
+            yield span
+        finally:
+            span.ended = True
+
+    def named(self, name: str) -> list[RecordedSpan]:
+        return [s for s in self.spans if s.name == name]

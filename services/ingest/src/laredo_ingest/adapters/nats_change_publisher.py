@@ -1,0 +1,181 @@
+"""ChangePublisher on NATS JetStream: pipelined publishes with per-message acks on one reply subscription.
+
+Each message is a core publish with a reply subject `<inbox>.<token>`; JetStream answers there with a
+PubAck (or an error). Up to `max_pending` messages are unacknowledged at once (a semaphore is the window),
+so publishing never waits for a single round trip. This is nats-py's publish_async pattern without its
+per-message future, plus an ack deadline: nats-py's futures never time out, and an ack that never
+comes must fail the message so the stream restarts instead of stalling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import Mapping
+
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import StorageType, StreamConfig
+
+from laredo_core.position import format_lsn
+from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, HEADER_MSG_ID, HEADER_TABLE
+
+from laredo_ingest.adapters.batch_encoding import encode_batch
+from laredo_ingest.adapters.nats_connection import NatsConnection
+from laredo_ingest.domain.batches import OutboundBatch
+from laredo_ingest.domain.errors import IngestError, PublishFailed, StreamSetupFailed
+from laredo_ingest.ports import AckCallback, StreamSpec
+
+log = logging.getLogger(__name__)
+
+_Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), msg id
+
+
+class NatsChangePublisher:
+    def __init__(self, connection: NatsConnection, *, max_pending: int, ack_timeout: float = 10.0) -> None:
+        self._connection = connection
+        self._ack_timeout = ack_timeout
+        self._window = asyncio.Semaphore(max_pending)
+        self._pending: dict[str, _Pending] = {}
+        self._tokens = itertools.count()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._inbox = ""
+        self._subscription: Subscription | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+
+    async def ensure_stream(self, spec: StreamSpec) -> None:
+        js = await self._connection.jetstream()
+        config = StreamConfig(name=spec.name, subjects=list(spec.subjects), storage=StorageType.FILE,
+                              duplicate_window=spec.duplicate_window, max_age=spec.max_age,
+                              max_bytes=spec.max_bytes, num_replicas=spec.replicas)
+        try:
+            try:
+                info = await js.stream_info(spec.name)
+            except nats.js.errors.NotFoundError:
+                await js.add_stream(config)
+                log.info("created JetStream stream %s for %s", spec.name, ", ".join(spec.subjects))
+            else:
+                if _differs(info.config, config):
+                    await js.update_stream(config)
+                    log.info("updated JetStream stream %s to the configured settings", spec.name)
+        except nats.js.errors.APIError as exc:
+            raise StreamSetupFailed(f"cannot create or update JetStream stream {spec.name}: {exc.description} "
+                                    f"(code {exc.err_code}); check the stream settings") from exc
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError) as exc:
+            raise StreamSetupFailed(f"JetStream did not answer for stream {spec.name} ({exc!r}); is nats-server "
+                                    "running with JetStream enabled (-js)?", retryable=True) from exc
+        await self._listen_for_acks()
+
+    async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
+                      trace_headers: Mapping[str, str] | None = None) -> None:
+        headers = {HEADER_MSG_ID: batch.msg_id, HEADER_KIND: batch.kind.value,
+                   HEADER_COMMIT_LSN: format_lsn(batch.commit_lsn), HEADER_TABLE: str(batch.schema.table)}
+        if batch.end_lsn:
+            headers[HEADER_END_LSN] = format_lsn(batch.end_lsn)
+        if trace_headers:
+            headers.update(trace_headers)
+        payload = encode_batch(batch)
+        await self._window.acquire()
+        token = str(next(self._tokens))
+        self._pending[token] = (on_ack, asyncio.get_running_loop().time() + self._ack_timeout, batch.msg_id)
+        self._idle.clear()
+        try:
+            client = await self._connection.client()
+            await client.publish(batch.subject, payload, reply=f"{self._inbox}.{token}", headers=headers)
+        except nats.errors.MaxPayloadError as exc:
+            self._complete(token, PublishFailed(
+                f"message {batch.msg_id} is {len(payload)} bytes, more than the NATS max_payload allows; raise "
+                "max_payload on the server or lower stream.max_batch_bytes", retryable=False))
+            log.debug("max payload exceeded", exc_info=exc)
+        except (nats.errors.Error, OSError, IngestError) as exc:
+            self._complete(token, PublishFailed(f"publishing {batch.msg_id} failed: {exc!r}"))
+        except asyncio.CancelledError:
+            self._complete(token, PublishFailed(f"publishing {batch.msg_id} was cancelled"))
+            raise
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.create_task(self._expire_overdue(), name="ingest-ack-deadline")
+
+    async def wait_for_acks(self, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+        self._fail_all("the publisher closed")
+        if self._subscription is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await self._subscription.unsubscribe()
+            self._subscription = None
+
+    async def _listen_for_acks(self) -> None:
+        if self._subscription is None:
+            client = await self._connection.client()
+            self._inbox = client.new_inbox()
+            self._subscription = await client.subscribe(f"{self._inbox}.*", cb=self._on_reply)
+
+    async def _on_reply(self, msg: Msg) -> None:
+        token = msg.subject[len(self._inbox) + 1:]
+        entry = self._pending.get(token)
+        if entry is None:
+            return  # already timed out
+        self._complete(token, _ack_error(msg, entry[2]))
+
+    def _complete(self, token: str, error: IngestError | None) -> None:
+        entry = self._pending.pop(token, None)
+        if entry is None:
+            return
+        self._window.release()
+        if not self._pending:
+            self._idle.set()
+        entry[0](error)
+
+    async def _expire_overdue(self) -> None:
+        """Fail everything in flight once the oldest message is overdue: the session restarts anyway."""
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            _, deadline, msg_id = next(iter(self._pending.values()))
+            if loop.time() >= deadline:
+                self._fail_all(f"no acknowledgement from JetStream for {msg_id} within {self._ack_timeout:g}s; "
+                               "check the NATS server and the stream")
+                return
+            await asyncio.sleep(deadline - loop.time())
+
+    def _fail_all(self, reason: str) -> None:
+        for token in list(self._pending):
+            self._complete(token, PublishFailed(reason))
+
+
+def _ack_error(msg: Msg, msg_id: str) -> IngestError | None:
+    if msg.headers and msg.headers.get("Status") == "503":
+        return PublishFailed(f"no JetStream stream stored {msg_id} (no responders): was the stream deleted?")
+    if b'"error"' not in msg.data:
+        return None
+    try:
+        error = json.loads(msg.data).get("error", {})
+    except ValueError:
+        return PublishFailed(f"unreadable JetStream reply for {msg_id}: {msg.data[:200]!r}")
+    return PublishFailed(f"JetStream rejected {msg_id}: {error.get('description', error)} "
+                         f"(code {error.get('err_code', '?')})")
+
+
+def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    def close(a: float | None, b: float | None) -> bool:
+        return abs((a or 0.0) - (b or 0.0)) < 1e-3
+
+    return (sorted(current.subjects or []) != sorted(wanted.subjects or [])
+            or not close(current.duplicate_window, wanted.duplicate_window)
+            or not close(current.max_age, wanted.max_age)
+            or (current.max_bytes or -1) != (wanted.max_bytes or -1)
+            or (current.num_replicas or 1) != (wanted.num_replicas or 1))

@@ -1,0 +1,1 @@
+"""Ingest use cases: start-up, baseline, streaming, retry."""

@@ -1,0 +1,1 @@
+"""Pure ingest domain: pgoutput decoding, transaction assembly, confirmation and start decisions."""

@@ -1,0 +1,48 @@
+"""What ingest publishes: one OutboundBatch per stream message, holding changes of one table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from laredo_core.changes import Action, BatchKind
+
+from laredo_ingest.domain.schema import TableSchema
+
+#: Per-change allowance for ordinal, action and framing when sizing a batch against max_batch_bytes.
+CHANGE_OVERHEAD_BYTES = 16
+
+
+class ChangeRecord(NamedTuple):
+    """One row change, tuples in pgoutput TupleData form (empty bytes = absent)."""
+
+    action: Action
+    ordinal: int
+    old_tuple: bytes = b""
+    new_tuple: bytes = b""
+    old_is_key_only: bool = False
+
+    @property
+    def size(self) -> int:
+        """Approximate encoded size, for batch byte limits."""
+        return len(self.old_tuple) + len(self.new_tuple) + CHANGE_OVERHEAD_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundBatch:
+    """One stream message before encoding; `msg_id` is its JetStream dedup key, stable across replays."""
+
+    subject: str
+    msg_id: str
+    source_id: str
+    kind: BatchKind
+    schema: TableSchema
+    commit_lsn: int
+    end_lsn: int = 0  # set on the final message of a transaction only
+    xid: int = 0
+    commit_time_unix_us: int = 0
+    chunk: int = 0
+    last_chunk: bool = False
+    changes: list[ChangeRecord] = field(default_factory=list)
+    baseline_id: str = ""
+    baseline_row_count: int = 0

@@ -1,0 +1,99 @@
+"""Whether a start resumes streaming from the slot or takes a new baseline: a pure decision, table-tested."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from laredo_core.changes import TableId
+
+
+class SlotMode(enum.Enum):
+    STATEFUL = "stateful"  # permanent slot, resume at confirmed_flush_lsn
+    EPHEMERAL = "ephemeral"  # temporary slot, baseline on every start
+
+
+@dataclass(frozen=True, slots=True)
+class SlotInfo:
+    """A row of pg_replication_slots."""
+
+    name: str
+    plugin: str
+    database: str
+    temporary: bool
+    active: bool
+    confirmed_flush_lsn: int
+    wal_status: str = ""  # reserved, extended, unreserved, lost
+
+
+@dataclass(frozen=True, slots=True)
+class IngestState:
+    """What ingest remembers between runs (one record per source), kept in the state store.
+
+    baseline_complete is written only after JetStream acknowledged every baseline message; it is
+    written False before a slot is (re)created, so a crash at any point of a baseline re-baselines.
+    """
+
+    slot_name: str
+    system_identifier: str
+    baseline_lsn: int
+    baseline_complete: bool
+    tables: tuple[str, ...]
+    baseline_id: str = ""
+
+    @staticmethod
+    def table_names(tables: Iterable[TableId]) -> tuple[str, ...]:
+        return tuple(sorted(str(t) for t in tables))
+
+
+class StartKind(enum.Enum):
+    RESUME = "resume"
+    BASELINE = "baseline"
+
+
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    kind: StartKind
+    drop_existing_slot: bool
+    reason: str
+
+
+def plan_start(*, mode: SlotMode, slot_name: str, database: str, slot: SlotInfo | None,
+               state: IngestState | None, system_identifier: str, tables: Iterable[TableId],
+               always_baseline: bool) -> StartPlan:
+    """Resume only when the slot exists and the state proves a baseline for exactly this slot, server
+    and table set completed; otherwise (re)create the slot and baseline."""
+    drop = slot is not None
+    if mode is SlotMode.EPHEMERAL:
+        return StartPlan(StartKind.BASELINE, drop, "ephemeral slot mode takes a baseline on every start")
+    if always_baseline:
+        return StartPlan(StartKind.BASELINE, drop, "always_baseline is set")
+    if slot is None:
+        return StartPlan(StartKind.BASELINE, False, f"replication slot {slot_name} does not exist")
+    problem = _resume_problem(slot, slot_name, database, state, system_identifier, tables)
+    if problem:
+        return StartPlan(StartKind.BASELINE, True, problem)
+    return StartPlan(StartKind.RESUME, False, f"baseline {state.baseline_id} of slot {slot_name} is complete")  # type: ignore[union-attr]
+
+
+def _resume_problem(slot: SlotInfo, slot_name: str, database: str, state: IngestState | None,
+                    system_identifier: str, tables: Iterable[TableId]) -> str:
+    if slot.plugin != "pgoutput" or slot.database != database or slot.temporary:
+        return (f"slot {slot_name} is not a permanent pgoutput slot of database {database} "
+                f"(plugin {slot.plugin!r}, database {slot.database!r})")
+    if slot.wal_status == "lost":
+        return f"slot {slot_name} was invalidated (wal_status lost): the WAL it needed is gone"
+    if state is None:
+        return "no ingest state recorded for this source"
+    if state.slot_name != slot_name:
+        return f"the recorded baseline belongs to slot {state.slot_name}, not {slot_name}"
+    if state.system_identifier != system_identifier:
+        return (f"the recorded baseline was taken on server {state.system_identifier}, "
+                f"this is server {system_identifier}")
+    if not state.baseline_complete:
+        return "the previous baseline did not complete"
+    wanted = IngestState.table_names(tables)
+    if tuple(state.tables) != wanted:
+        return f"the configured tables changed from {list(state.tables)} to {list(wanted)}"
+    return ""

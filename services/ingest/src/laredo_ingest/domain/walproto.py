@@ -1,0 +1,55 @@
+"""Streaming replication framing around pgoutput: XLogData, primary keepalive, standby status update."""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from laredo_core.errors import ProtocolError
+
+XLOG_DATA = 0x77  # 'w'
+PRIMARY_KEEPALIVE = 0x6B  # 'k'
+#: Offset of the pgoutput message inside an XLogData frame ('w', start, end, send time).
+XLOG_DATA_HEADER_SIZE = 25
+#: 2000-01-01 00:00:00 UTC in unix microseconds: PostgreSQL timestamps count from there.
+PG_EPOCH_UNIX_US = 946_684_800_000_000
+
+_XLOG_HEADER = struct.Struct("!QQq")
+_KEEPALIVE = struct.Struct("!QqB")
+_STATUS = struct.Struct("!cQQQqB")
+
+
+class Keepalive(NamedTuple):
+    wal_end: int  # how far the server has sent (decoded) WAL
+    send_time_pg_us: int
+    reply_requested: bool
+
+
+class XLogDataHeader(NamedTuple):
+    wal_start: int
+    wal_end: int
+    send_time_pg_us: int
+
+
+def parse_xlog_data_header(frame: bytes | memoryview) -> XLogDataHeader:
+    if len(frame) < XLOG_DATA_HEADER_SIZE:
+        raise ProtocolError(f"truncated XLogData frame: {len(frame)} bytes, header needs {XLOG_DATA_HEADER_SIZE}")
+    return XLogDataHeader(*_XLOG_HEADER.unpack_from(frame, 1))
+
+
+def parse_keepalive(frame: bytes | memoryview) -> Keepalive:
+    if len(frame) < 1 + _KEEPALIVE.size:
+        raise ProtocolError(f"truncated primary keepalive: {len(frame)} bytes")
+    wal_end, send_time, reply = _KEEPALIVE.unpack_from(frame, 1)
+    return Keepalive(wal_end, send_time, bool(reply))
+
+
+def standby_status_update(write_lsn: int, flush_lsn: int, apply_lsn: int, now_unix_us: int,
+                          *, reply_requested: bool = False) -> bytes:
+    """The 'r' message that tells the server what the client has written, flushed and applied."""
+    return _STATUS.pack(b"r", write_lsn, flush_lsn, apply_lsn, now_unix_us - PG_EPOCH_UNIX_US,
+                        1 if reply_requested else 0)
+
+
+def pg_time_to_unix_us(pg_us: int) -> int:
+    return pg_us + PG_EPOCH_UNIX_US

@@ -1,0 +1,153 @@
+"""What the ingest use cases need from the outside world; adapters implement these, memory.py fakes them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from laredo_core.changes import TableId
+
+from laredo_ingest.domain.batches import OutboundBatch
+from laredo_ingest.domain.errors import IngestError
+from laredo_ingest.domain.prerequisites import PublicationChange, PublicationState, ServerFacts
+from laredo_ingest.domain.schema import TableSchema
+from laredo_ingest.domain.start_plan import IngestState, SlotInfo
+
+#: Called exactly once per published message: None when JetStream stored it (or dropped it as a
+#: duplicate of a stored one), else the error (rejected, or no acknowledgement in time).
+AckCallback = Callable[[IngestError | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """The JetStream stream one source publishes to."""
+
+    name: str
+    subjects: tuple[str, ...]
+    duplicate_window: float
+    max_age: float  # seconds, 0 = unlimited
+    max_bytes: int  # -1 = unlimited
+    replicas: int
+
+
+class ChangePublisher(Protocol):
+    """Publishes stream messages to JetStream, pipelined, with at-least-once delivery.
+
+    - ensure_stream() creates the stream or updates it to the spec; call it before publishing.
+    - publish() sends one message and returns once it is handed to the transport; it waits (backpressure)
+      while the configured number of messages is unacknowledged. It never waits for this message's ack.
+    - Messages are sent in the order publish() is called; acks may complete in any order.
+    - on_ack is called exactly once per message (see AckCallback), from the event loop.
+    - Idempotency: batch.msg_id is the Nats-Msg-Id; a message with an id stored within the duplicate
+      window is acknowledged without being stored again.
+    - wait_for_acks() returns when every published message has been acknowledged or failed.
+    - One caller at a time (the ingest loop); not safe for concurrent publish() calls.
+    """
+
+    async def ensure_stream(self, spec: StreamSpec) -> None: ...
+
+    async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
+                      trace_headers: Mapping[str, str] | None = None) -> None: ...
+
+    async def wait_for_acks(self, timeout: float) -> bool: ...
+
+
+class SnapshotReader(Protocol):
+    """Reads tables as of one exported snapshot (a REPEATABLE READ transaction that imported it)."""
+
+    def copy_rows(self, table: TableId, chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
+        """Every row of the table in chunks of up to chunk_rows, each row as TupleData (text values);
+        memory stays constant whatever the table size."""
+        ...
+
+
+class SourceDatabase(Protocol):
+    """SQL access to the source database over one connection; calls are made one at a time.
+
+    Connection failures raise SourceUnavailable (retryable) naming host, port and database.
+    """
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def server_facts(self) -> ServerFacts: ...
+
+    async def describe_tables(self, tables: Sequence[TableId]) -> Mapping[TableId, TableSchema]:
+        """Columns and replica identity of the tables that exist (missing ones are left out)."""
+        ...
+
+    async def publication(self, name: str) -> PublicationState | None: ...
+
+    async def change_publication(self, name: str, change: PublicationChange) -> None: ...
+
+    async def slot(self, name: str) -> SlotInfo | None: ...
+
+    async def drop_slot(self, name: str) -> None: ...
+
+    def snapshot(self, snapshot_name: str) -> AbstractAsyncContextManager[SnapshotReader]:
+        """Import an exported snapshot at once (before the exporting connection runs anything else)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SystemIdentity:
+    system_identifier: str
+    database: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedSlot:
+    name: str
+    consistent_lsn: int
+    snapshot_name: str
+
+
+class ReplicationStream(Protocol):
+    """One walsender connection: slot creation, then the COPY BOTH stream of pgoutput frames.
+
+    - create_slot() exports a snapshot that stays valid until this connection runs its next command.
+    - read_frames() returns at least one CopyData frame ('w' XLogData or 'k' keepalive) in server order,
+      waiting as needed; it raises ReplicationInterrupted when the stream ends or the connection breaks.
+    - send_status() may be called while another task waits in read_frames().
+    - stop() sends CopyDone and waits for the server to end the stream; close() drops the connection.
+    """
+
+    async def open(self) -> SystemIdentity: ...
+
+    async def create_slot(self, name: str, *, temporary: bool) -> CreatedSlot: ...
+
+    async def start(self, slot: str, start_lsn: int, publication: str) -> None: ...
+
+    async def read_frames(self, max_frames: int) -> Sequence[bytes | memoryview]: ...
+
+    async def send_status(self, write_lsn: int, flush_lsn: int, apply_lsn: int) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class StateStore(Protocol):
+    """Durable ingest state per source id (NATS KV). Writes are durable when put() returns;
+    raises StateStoreUnavailable (retryable) when the store cannot be reached."""
+
+    async def get(self, source_id: str) -> IngestState | None: ...
+
+    async def put(self, source_id: str, state: IngestState) -> None: ...
+
+
+class Span(Protocol):
+    def set(self, key: str, value: Any) -> None: ...
+
+    def trace_headers(self) -> dict[str, str]:
+        """W3C trace context of this span, to put on messages published inside it."""
+        ...
+
+
+class Observer(Protocol):
+    """Tracing for the use cases; the OpenTelemetry adapter turns spans into OTel spans."""
+
+    def span(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span]: ...

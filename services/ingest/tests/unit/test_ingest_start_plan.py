@@ -1,0 +1,104 @@
+"""Start decision (resume or baseline), server checks and publication plans, as tables."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from laredo_core.changes import TableId
+
+from laredo_ingest.domain.errors import MissingReplicationPrivilege, PublicationError, TableNotFound, WalLevelNotLogical
+from laredo_ingest.domain.prerequisites import (
+    PublicationChange,
+    PublicationState,
+    ServerFacts,
+    check_server,
+    check_tables_exist,
+    plan_publication,
+)
+from laredo_ingest.domain.start_plan import IngestState, SlotInfo, SlotMode, StartKind, plan_start
+
+T1, T2, T3 = TableId("public", "a"), TableId("public", "b"), TableId("s", "c")
+SLOT = SlotInfo("slot", "pgoutput", "db", False, False, 0x500)
+STATE = IngestState("slot", "sys1", 0x400, True, ("public.a", "public.b"), "400-1")
+
+
+def plan(**overrides):
+    args = dict(mode=SlotMode.STATEFUL, slot_name="slot", database="db", slot=SLOT, state=STATE,
+                system_identifier="sys1", tables=[T2, T1], always_baseline=False)
+    args.update(overrides)
+    return plan_start(**args)
+
+
+def test_resume_when_slot_state_server_and_tables_match() -> None:
+    assert plan().kind is StartKind.RESUME
+
+
+@pytest.mark.parametrize(("overrides", "drop", "reason"), [
+    ({"slot": None}, False, "does not exist"),
+    ({"state": None}, True, "no ingest state"),
+    ({"state": dataclasses.replace(STATE, baseline_complete=False)}, True, "did not complete"),
+    ({"state": dataclasses.replace(STATE, slot_name="other")}, True, "belongs to slot other"),
+    ({"system_identifier": "sys2"}, True, "server sys1"),
+    ({"tables": [T1]}, True, "tables changed"),
+    ({"tables": [T1, T2, T3]}, True, "tables changed"),
+    ({"slot": dataclasses.replace(SLOT, plugin="test_decoding")}, True, "not a permanent pgoutput slot"),
+    ({"slot": dataclasses.replace(SLOT, database="otherdb")}, True, "not a permanent pgoutput slot"),
+    ({"slot": dataclasses.replace(SLOT, wal_status="lost")}, True, "invalidated"),
+    ({"always_baseline": True}, True, "always_baseline"),
+    ({"mode": SlotMode.EPHEMERAL}, True, "ephemeral"),
+    ({"mode": SlotMode.EPHEMERAL, "slot": None}, False, "ephemeral"),
+])
+def test_baseline_otherwise(overrides: dict, drop: bool, reason: str) -> None:
+    result = plan(**overrides)
+    assert result.kind is StartKind.BASELINE
+    assert result.drop_existing_slot is drop
+    assert reason in result.reason
+
+
+FACTS = ServerFacts("127.0.0.1:5432/db", "app", "logical", False, True)
+
+
+@pytest.mark.parametrize(("facts", "error", "words"), [
+    (dataclasses.replace(FACTS, wal_level="replica"), WalLevelNotLogical, ["wal_level", "'replica'", "restart"]),
+    (dataclasses.replace(FACTS, has_replication=False), MissingReplicationPrivilege,
+     ["REPLICATION", 'ALTER ROLE "app" REPLICATION', "127.0.0.1:5432/db"]),
+])
+def test_server_checks_name_the_problem_and_the_fix(facts: ServerFacts, error: type, words: list[str]) -> None:
+    with pytest.raises(error) as info:
+        check_server(facts)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_superuser_without_replication_attribute_is_fine() -> None:
+    check_server(dataclasses.replace(FACTS, has_replication=False, is_superuser=True))
+    check_server(FACTS)
+
+
+def test_missing_tables_are_all_named() -> None:
+    with pytest.raises(TableNotFound, match=r"public\.b, s\.c do not exist in here"):
+        check_tables_exist([T1, T2, T3], [T1], "here")
+
+
+@pytest.mark.parametrize(("current", "manage", "expected"), [
+    (None, True, PublicationChange(create=True, add=(T1, T2))),
+    (PublicationState(False, frozenset({T1, T2})), True, PublicationChange()),
+    (PublicationState(False, frozenset({T1, T3})), True, PublicationChange(add=(T2,), drop=(T3,))),
+    (PublicationState(True, frozenset({T3})), True, PublicationChange()),
+    (PublicationState(False, frozenset({T1, T2, T3})), False, PublicationChange()),
+])
+def test_publication_plans(current, manage: bool, expected: PublicationChange) -> None:
+    assert plan_publication("pub", current, [T2, T1], manage=manage, source_id="main") == expected
+
+
+@pytest.mark.parametrize(("current", "words"), [
+    (None, ["does not exist", "CREATE PUBLICATION", "sources.main.publication.create = true"]),
+    (PublicationState(False, frozenset({T1})), ["does not publish public.b", "ALTER PUBLICATION"]),
+])
+def test_unmanaged_publication_problems_say_what_to_run(current, words: list[str]) -> None:
+    with pytest.raises(PublicationError) as info:
+        plan_publication("pub", current, [T1, T2], manage=False, source_id="main")
+    for word in words:
+        assert word in str(info.value)
