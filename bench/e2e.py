@@ -32,26 +32,18 @@ from tests.e2e.harness import ServiceProcess, free_port, write_config  # noqa: E
 TABLE = "public.bench_items"
 
 
-async def stream_messages(url: str, stream: str, first_seq: int = 1) -> list[tuple[int, str, float]]:
-    """(sequence, kind header, stored time in unix seconds) of every message from first_seq."""
+async def stream_messages(url: str, stream: str) -> list[tuple[int, str, float]]:
+    """(sequence, kind header, stored time in unix seconds) of every message in the stream."""
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()
         last = (await js.stream_info(stream)).state.last_seq
         out = []
-        for seq in range(first_seq, last + 1):
+        for seq in range(1, last + 1):
             msg = await js.get_msg(stream, seq)
-            stored = msg.time.timestamp() if hasattr(msg, "time") and msg.time else 0.0
+            stored = msg.time.timestamp() if msg.time else 0.0
             out.append((seq, (msg.headers or {}).get(HEADER_KIND, ""), stored))
         return out
-    finally:
-        await nc.close()
-
-
-async def last_seq(url: str, stream: str) -> int:
-    nc = await nats.connect(url)
-    try:
-        return (await nc.jetstream().stream_info(stream)).state.last_seq
     finally:
         await nc.close()
 
@@ -62,7 +54,7 @@ def confirmed_flush(dsn: str, slot: str) -> str:
                             (slot,)).fetchone()[0]
 
 
-async def measure_bulk(pg: PostgresServer, url: str, stream: str, slot: str, rows: int, offset: int) -> float:
+async def measure_bulk(pg: PostgresServer, slot: str, rows: int, offset: int) -> float:
     with psycopg.connect(pg.dsn, autocommit=True) as conn:
         t0 = time.time()
         conn.execute(f"INSERT INTO {TABLE} (id, name, qty) SELECT g, 'bulk ' || g, g %% 1000 "
@@ -90,15 +82,18 @@ async def measure_latency(pg: PostgresServer, port: int, txns: int, rate: float,
     latencies: list[float] = []
 
     def on_change(action, old, new, entry) -> None:  # noqa: ANN001
-        if action == "INSERT":
-            latencies.append(time.time() - entry.timestamp.ToDatetime().timestamp()
-                             if entry.timestamp.seconds else float("nan"))
+        if action == "INSERT" and new["id"] >= offset:  # only the single-row transactions of this phase
+            committed = entry.timestamp.seconds + entry.timestamp.nanos / 1e9
+            latencies.append(time.time() - committed)
 
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         replica = SyncReplica(channel, "public", "bench_items", client_id="latency", on_change=on_change)
         task = asyncio.create_task(replica.run())
         await replica.wait_ready(120)
-        latencies.clear()
+        expected = await asyncio.to_thread(_count, pg.dsn)
+        deadline = time.monotonic() + 300
+        while len(replica.state.rows) < expected and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # let fan-out finish applying the bulk insert before measuring
 
         def write() -> None:
             with psycopg.connect(pg.dsn, autocommit=True) as conn:
@@ -113,6 +108,11 @@ async def measure_latency(pg: PostgresServer, port: int, txns: int, rate: float,
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     return latencies
+
+
+def _count(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -145,8 +145,7 @@ async def run(args: argparse.Namespace) -> None:
             print(f"baseline: {args.baseline_rows:,} rows in {end - begin:.3f}s = {baseline_rate:,.0f} rows/s")
             fanout.start()
             await asyncio.to_thread(fanout.wait_ready, 300)
-            bulk_rate = await measure_bulk(pg, nats_server.url, stream, "laredo_bench", args.bulk_rows,
-                                           10_000_000)
+            bulk_rate = await measure_bulk(pg, "laredo_bench", args.bulk_rows, 10_000_000)
             print(f"bulk: {bulk_rate:,.0f} changes/s through ingest (commit -> JetStream acked -> confirmed)")
             lat = await measure_latency(pg, port, args.latency_txns, args.latency_rate, 50_000_000)
             if lat:
