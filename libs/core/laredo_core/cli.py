@@ -37,8 +37,13 @@ def parse_args(prog: str, description: str, argv: list[str] | None = None,
 
 def run_service(prog: str, description: str, main: Callable[[LaredoSettings, argparse.Namespace, asyncio.Event],
                 Awaitable[None]], argv: list[str] | None = None,
-                extend: Callable[[argparse.ArgumentParser], None] | None = None) -> int:
-    """Parse arguments, load settings, run `main` until it returns or SIGTERM/SIGINT sets the stop event."""
+                extend: Callable[[argparse.ArgumentParser], None] | None = None,
+                validate: Callable[[LaredoSettings, argparse.Namespace], object] | None = None) -> int:
+    """Parse arguments, load settings, run `main` until it returns or SIGTERM/SIGINT sets the stop event.
+
+    `validate` checks the service's own configuration (raising ConfigError) before anything starts, so
+    --check-config covers it too.
+    """
     args = parse_args(prog, description, argv, extend)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -47,6 +52,8 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
         return EXIT_CONFIG
     try:
         settings = load_settings(args.config, sets=args.set)
+        if validate is not None:
+            validate(settings, args)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from laredo_core.config import load_settings, parse_duration
+from laredo_core.config import check_service_section, load_settings, parse_duration
 from laredo_core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -93,8 +93,6 @@ tables = [ { source = other, table = items, targets = [] } ]
 
 @pytest.mark.parametrize("text, key", [
     ("stream { nats_ur = \"nats://x:4222\" }", "stream.nats_ur"),
-    ("fanout { helth_port = 1 }", "fanout.helth_port"),
-    ("ingest { grpc { port = 1 } }", "ingest.grpc"),
     ("sources.main.reconnect.max_backof = 5s", "sources.main.reconnect.max_backof"),
     ("streams { replicas = 1 }", "streams"),
 ])
@@ -186,3 +184,16 @@ def test_docs_describe_every_key_of_the_local_example() -> None:
         if not any(f"`{c}`" in docs for c in candidates):
             undocumented.append(".".join(path))
     assert not undocumented, f"docs/configuration.md does not describe: {undocumented}"
+
+
+@pytest.mark.parametrize("text, name, grpc, key", [
+    ("fanout { helth_port = 1 }", "fanout", True, "fanout.helth_port"),
+    ("fanout { grpc { prot = 1 } }", "fanout", True, "fanout.grpc.prot"),
+    ("ingest { grpc { port = 1 } }", "ingest", False, "ingest.grpc"),
+])
+def test_a_service_reports_unknown_keys_in_its_own_section(tmp_path: Path, text: str, name: str, grpc: bool,
+                                                           key: str) -> None:
+    settings = load_settings(write(tmp_path, MINIMAL + text))
+    with pytest.raises(ConfigError) as caught:
+        check_service_section(getattr(settings, name).options, name, grpc=grpc)
+    assert caught.value.problems == [f"{key}: unknown key (check the spelling; see docs/configuration.md)"]

@@ -2,6 +2,8 @@
 
 from laredo_core.config.reader import Reader, load_tree, parse_duration
 from laredo_core.config.settings import (
+    ENDPOINT_KEYS,
+    SOURCE_COMMON_KEYS,
     LaredoSettings,
     ReconnectSettings,
     RedisSettings,
@@ -12,10 +14,12 @@ from laredo_core.config.settings import (
     TargetSettings,
     TelemetrySettings,
     load_settings,
+    check_service_section,
+    service_reader,
 )
 
 __all__ = [
-    "LaredoSettings", "Reader", "ReconnectSettings", "RedisSettings", "ServiceEndpoint", "SourceSettings",
+    "ENDPOINT_KEYS", "SOURCE_COMMON_KEYS", "check_service_section", "service_reader", "LaredoSettings", "Reader", "ReconnectSettings", "RedisSettings", "ServiceEndpoint", "SourceSettings",
     "StreamSettings", "TableSettings", "TargetSettings", "TelemetrySettings", "load_settings", "load_tree",
     "parse_duration",
 ]

@@ -1,6 +1,9 @@
 """The whole Laredo configuration as frozen settings; every service reads the same file.
 
-Each key, its default and meaning are listed in docs/configuration.md.
+Each key, its default and meaning are listed in docs/configuration.md. Keys shared by services are
+validated here. A service's own section (`ingest`, `fanout`, `query`, `oam`, `snapshot`) and a source's
+section may hold further keys that only the owning service reads: they arrive as `options`, and that
+service validates them (and reports unknown keys) with a Reader, passing the common keys as known.
 """
 
 from __future__ import annotations
@@ -11,8 +14,13 @@ from typing import Any, Mapping
 
 from laredo_core.changes import TableId
 from laredo_core.config.reader import Reader, load_tree
+from laredo_core.errors import ConfigError
 
 SOURCE_TYPES = ("postgresql", "pg")
+#: Keys of a source section and of a service section validated here; the owning service checks the rest.
+SOURCE_COMMON_KEYS = ("type", "connection", "slot_mode", "slot_name", "always_baseline", "publication", "baseline",
+                      "status_interval", "reconnect")
+ENDPOINT_KEYS = ("grpc", "health_host", "health_port", "instance_id", "drain_grace")
 SLOT_MODES = ("stateful", "ephemeral")
 TARGET_TYPES = ("replication-fanout", "indexed-memory")
 EXPORTERS = ("none", "console", "otlp")
@@ -39,6 +47,7 @@ class SourceSettings:
     baseline_chunk_rows: int = 2000
     status_interval: float = 10.0
     reconnect: ReconnectSettings = ReconnectSettings()
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # the whole section, for ingest
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +103,7 @@ class ServiceEndpoint:
     health_port: int = 0
     instance_id: str = ""
     drain_grace: float = 0.0
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # the whole section, for its service
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +117,7 @@ class LaredoSettings:
     fanout: ServiceEndpoint
     query: ServiceEndpoint
     oam: ServiceEndpoint
+    snapshot: Mapping[str, Any] = field(default_factory=dict, repr=False)  # read by the snapshot service
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def tables_with_target(self, target_type: str) -> tuple[TableSettings, ...]:
@@ -128,6 +139,7 @@ def load_settings(path: str | Path | None, *, env: Mapping[str, str] | None = No
         fanout=_endpoint(root.section("fanout"), grpc_port=4002, health_port=8082),
         query=_endpoint(root.section("query"), grpc_port=4003, health_port=8083),
         oam=_endpoint(root.section("oam"), grpc_port=_legacy_grpc_port(root), health_port=8084),
+        snapshot=root.section("snapshot").tree,
         raw=tree,
     )
     for table in settings.tables:
@@ -149,6 +161,7 @@ def _sources(r: Reader) -> dict[str, SourceSettings]:
         baseline = s.section("baseline")
         reconnect = s.section("reconnect")
         result[source_id] = SourceSettings(
+            options=s.tree,
             source_id=source_id,
             type=s.string("type", choices=SOURCE_TYPES),
             connection=s.string("connection"),
@@ -166,9 +179,8 @@ def _sources(r: Reader) -> dict[str, SourceSettings]:
                 max_attempts=reconnect.integer("max_attempts", 0, minimum=0),
             ),
         )
-        for sub in (publication, baseline, reconnect):
+        for sub in (baseline, reconnect):
             sub.check_unknown()
-        s.check_unknown()
     return result
 
 
@@ -234,10 +246,8 @@ def _endpoint(r: Reader, *, grpc: bool = True, grpc_port: int = 0, health_port: 
         health_port=r.integer("health_port", health_port, minimum=0, maximum=65535),
         instance_id=r.string("instance_id", ""),
         drain_grace=r.duration("drain_grace", 0.0),
+        options=r.tree,
     )
-    if g:
-        g.check_unknown()
-    r.check_unknown()
     return settings
 
 
@@ -246,3 +256,28 @@ def _legacy_grpc_port(root: Reader) -> int:
     if not root.has("grpc"):
         return 4001
     return root.section("grpc").integer("port", 4001, minimum=0, maximum=65535)
+
+
+
+def service_reader(options: Mapping[str, Any], path: str, problems: list[str], *,
+                   known: tuple[str, ...] = ()) -> Reader:
+    """A Reader over a service's (or source's) own section, for the keys only that service reads.
+
+    `known` keys count as read (they are validated by load_settings). Read the extra keys from the
+    reader, then call `check_unknown()` so a typo in the section is reported with its path.
+    """
+    reader = Reader(options, path, problems)
+    for key in known:
+        reader.raw(key, None)
+    if "grpc" in known and isinstance(options.get("grpc"), Mapping):
+        reader.section("grpc").check_unknown(also_known=("host", "port"))
+    return reader
+
+
+def check_service_section(options: Mapping[str, Any], name: str, *, grpc: bool = True) -> None:
+    """Raise ConfigError for unknown keys in a service section that has no keys of its own."""
+    problems: list[str] = []
+    known = ENDPOINT_KEYS if grpc else tuple(k for k in ENDPOINT_KEYS if k != "grpc")
+    service_reader(options, name, problems, known=known).check_unknown()
+    if problems:
+        raise ConfigError(problems)

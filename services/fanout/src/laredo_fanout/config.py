@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 
 from laredo_core.changes import TableId
-from laredo_core.config import LaredoSettings, Reader, TableSettings, TargetSettings
+from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, TableSettings, TargetSettings, service_reader
 from laredo_core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ def read_fanout_config(settings: LaredoSettings) -> FanoutConfig:
                                 "Sync routes by schema.table, keep one")
                 continue
             targets[config.table] = config
+    service_reader(settings.fanout.options, "fanout", problems, known=ENDPOINT_KEYS).check_unknown()
     if not targets:
         problems.append(f"tables: no table has a target of type {TARGET_TYPE}; the fan-out service has "
                         "nothing to serve (add targets = [{ type = replication-fanout }] to a table)")

@@ -123,4 +123,4 @@ async def _main(settings: LaredoSettings, _: argparse.Namespace, stop: asyncio.E
 
 def cli(argv: list[str] | None = None) -> int:
     return run_service(SERVICE_NAME, "Laredo fan-out: table state + change journal served over gRPC Sync.",
-                       _main, argv)
+                       _main, argv, validate=lambda settings, _: read_fanout_config(settings))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from laredo_core.config import LaredoSettings
+from laredo_core.config import ENDPOINT_KEYS, SOURCE_COMMON_KEYS, LaredoSettings, service_reader
 from laredo_core.errors import ConfigError
 
 from laredo_ingest.application.options import IngestOptions
@@ -17,7 +17,12 @@ def ingest_options(settings: LaredoSettings, source_id: str | None = None) -> In
     """Options for the one source this process ingests; raises ConfigError listing every problem."""
     source_id = _choose_source(settings, source_id)
     source = settings.sources[source_id]
-    problems = []
+    problems: list[str] = []
+    source_section = service_reader(source.options, f"sources.{source_id}", problems, known=SOURCE_COMMON_KEYS)
+    source_section.section("publication").check_unknown(also_known=("name", "create"))
+    source_section.check_unknown()
+    service_reader(settings.ingest.options, "ingest", problems,
+                   known=tuple(k for k in ENDPOINT_KEYS if k != "grpc")).check_unknown()
     tables = tuple(dict.fromkeys(t.table for t in settings.tables if t.source_id == source_id))
     if not tables:
         problems.append(f"tables: no table names source {source_id!r}; add one with source = {source_id}")

@@ -101,4 +101,4 @@ def cli(argv: list[str] | None = None) -> int:
         await build(settings, source_id=args.source).run(stop)
 
     return run_service("laredo-ingest", "Stream PostgreSQL changes of one source into NATS JetStream.", main,
-                       argv, extend)
+                       argv, extend, validate=lambda settings, args: ingest_options(settings, args.source))

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from laredo_core.cli import run_service
-from laredo_core.config import LaredoSettings, ServiceEndpoint
+from laredo_core.config import LaredoSettings, ServiceEndpoint, check_service_section
 from laredo_core.errors import LaredoError
 from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_server
 from laredo_core.health import HealthServer
@@ -79,6 +79,7 @@ def build(settings: LaredoSettings, **overrides: Any) -> App:
     if unknown:
         raise TypeError(f"build() got unknown overrides {sorted(unknown)}; "
                         f"expected fields of ServiceEndpoint")
+    check_service_section(settings.query.options, "query")
     endpoint = dataclasses.replace(settings.query, **overrides)
     return App(endpoint, query_registration())
 
@@ -89,7 +90,8 @@ async def _serve(settings: LaredoSettings, _: argparse.Namespace, stop: asyncio.
 
 def cli() -> None:
     sys.exit(run_service("laredo-query", "Laredo query service (indexed reads; RPCs arrive in a later release)",
-                         _serve))
+                         _serve,
+                         validate=lambda settings, _: check_service_section(settings.query.options, "query")))
 
 
 if __name__ == "__main__":
