@@ -101,4 +101,10 @@ def cli(argv: list[str] | None = None) -> int:
         await build(settings, source_id=args.source).run(stop)
 
     return run_service("laredo-ingest", "Stream PostgreSQL changes of one source into NATS JetStream.", main,
-                       argv, extend, validate=lambda settings, args: ingest_options(settings, args.source))
+                       argv, extend, validate=_validate)
+
+
+def _validate(settings: LaredoSettings, args: argparse.Namespace) -> None:
+    """The chosen source, or every source when none is chosen (a file may serve several ingest processes)."""
+    for source_id in [args.source] if args.source else list(settings.sources) or [None]:
+        ingest_options(settings, source_id)
