@@ -1,0 +1,1 @@
+"""Coordination between Laredo instances (registry, leases, commands, events): port, Redis adapter, fake."""
