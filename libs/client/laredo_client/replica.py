@@ -1,8 +1,9 @@
-"""A live replica of one table over the fan-out Sync stream: snapshot, catch-up, then live changes.
+"""A minimal replica of one table over a single Sync stream: snapshot, catch-up, then live changes.
 
-The replica applies messages idempotently by primary key, checks that journal
-sequences are contiguous within a stream, and remembers the last sequence and
-source position so a reconnect can resume.
+A low-level building block for tests, the demo and benchmarks; applications use LaredoClient (reconnects,
+failover handoff, indexes, local snapshot). The replica applies messages idempotently by primary key, checks
+that journal sequences are contiguous within a stream, and remembers the last sequence and source position so
+a reconnect can resume.
 """
 
 from __future__ import annotations
@@ -14,21 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc
 
+from laredo_client.errors import SequenceGapError
+from laredo_client.values import Column, RowDecoder
+
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-_INTEGER_TYPES = frozenset({"int2", "int4", "int8", "oid", "smallint", "integer", "bigint"})
+__all__ = ["ChangeListener", "ReplicaState", "SequenceGapError", "SyncReplica"]
 #: Called for every applied change: (action, old row or None, new row or None, entry).
 ChangeListener = Callable[[str, Row | None, Row | None, pb.ReplicationJournalEntry], None]
-
-
-class SequenceGapError(RuntimeError):
-    """The server skipped or repeated a journal sequence within one stream."""
 
 
 @dataclass
@@ -62,7 +61,7 @@ class SyncReplica:
         self._ready = asyncio.Event()
         self._expected_sequence = 0
         self._catch_up_target = 0  # server_current_sequence at handshake: live once applied
-        self._integer_columns: list[str] = []
+        self._decoder = RowDecoder()
 
     async def wait_ready(self, timeout: float) -> None:
         await asyncio.wait_for(self._ready.wait(), timeout)
@@ -108,7 +107,7 @@ class SyncReplica:
         self.state.columns = list(handshake.columns)
         keys = sorted((c for c in handshake.columns if c.is_primary_key), key=lambda c: c.primary_key_ordinal)
         self.state.key_columns = tuple(c.column_name for c in keys)
-        self._integer_columns = [c.column_name for c in handshake.columns if c.data_type in _INTEGER_TYPES]
+        self._decoder = RowDecoder(Column.from_proto(c) for c in handshake.columns)
         self._expected_sequence = handshake.resume_from_sequence + 1
         self._catch_up_target = handshake.server_current_sequence
         if handshake.mode != pb.SYNC_MODE_FULL_SNAPSHOT:
@@ -138,14 +137,7 @@ class SyncReplica:
 
     def _row(self, struct: Any) -> Row:
         """Struct to a row; integer columns back to int (Struct numbers are doubles)."""
-        row = json_format.MessageToDict(struct)
-        for name in self._integer_columns:
-            value = row.get(name)
-            if isinstance(value, float) and value.is_integer():
-                row[name] = int(value)
-            elif isinstance(value, str) and value.lstrip("-").isdigit():
-                row[name] = int(value)  # beyond 2**53 integers travel as strings
-        return row
+        return self._decoder.decode(struct)
 
     def _upsert(self, row: Row) -> None:
         self.state.rows[self.state.key_of(row)] = row

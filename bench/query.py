@@ -1,0 +1,205 @@
+"""Query service figures: Lookup requests/s and latency (p50/p99) against an indexed table of --rows rows.
+
+Runs on throwaway PostgreSQL and NATS servers with `laredo-ingest` and `laredo-query` as processes:
+  1. a table of --rows rows (id bigint primary key, email text unique, status text, qty int, note text);
+  2. ingest baselines it into JetStream; the query service loads it into an indexed-memory target
+     (lookup_fields = [email], a non-unique index on status) and reports ready: load time and RSS;
+  3. for each --load CLIENTSxINFLIGHT (default 4x8, then 1x1), a load generator in its own process
+     (--client-processes of them) runs CLIENTS asyncio gRPC clients (one channel each), each with INFLIGHT
+     concurrent Lookup calls on random emails, for --duration seconds after a --warmup; every Lookup must
+     find its row. Reported: requests/s, p50/p90/p99/max latency, the query process's CPU per Lookup.
+Usage: .venv/bin/python bench/query.py [--rows 1000000] [--duration 15] [--load 4x8 --load 1x1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from laredo.v1 import query_pb2 as pb  # noqa: E402
+from laredo.v1 import query_pb2_grpc  # noqa: E402
+from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
+from tests.e2e.harness import ServiceProcess, free_port  # noqa: E402
+
+TABLE = "public.bench_items"
+
+
+def write_config(path: Path, *, dsn: str, nats_url: str, query_port: int, health: dict[str, int]) -> Path:
+    path.write_text(f"""
+sources {{ bench {{ type = postgresql, connection = {json.dumps(dsn)}, slot_name = laredo_bench }} }}
+tables = [ {{ source = bench, schema = public, table = bench_items, targets = [ {{
+  type = indexed-memory, lookup_fields = [email], indexes = [ {{ name = by_status, fields = [status] }} ] }} ] }} ]
+stream {{ nats_url = {json.dumps(nats_url)}, subject_prefix = laredo }}
+ingest {{ health_host = 127.0.0.1, health_port = {health["ingest"]} }}
+query {{ grpc {{ host = 127.0.0.1, port = {query_port} }}, health_host = 127.0.0.1, health_port = {health["query"]} }}
+""")
+    return path
+
+
+def create_table(dsn: str, rows: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, email text NOT NULL UNIQUE, status text, "
+                     "qty int, note text)")
+        conn.execute(f"INSERT INTO {TABLE} SELECT g, 'user' || g || '@example.com', "
+                     "(ARRAY['new', 'paid', 'shipped', 'void'])[g %% 4 + 1], g %% 1000, md5(g::text) "
+                     "FROM generate_series(1, %s::bigint) g", (rows,))
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+# ---------------------------------------------------------------- load generator (its own process)
+
+async def _client(port: int, rows: int, inflight: int, warmup_end: float, end: float, seed: int,
+                  latencies: list[float], misses: list[int]) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = query_pb2_grpc.TableSyncQueryStub(channel)
+        rnd = random.Random(seed)
+
+        async def worker() -> None:
+            request = pb.LookupRequest(schema="public", table="bench_items")
+            key = request.key_values.add()
+            while (now := time.perf_counter()) < end:
+                wanted = rnd.randint(1, rows)
+                key.string_value = f"user{wanted}@example.com"
+                response = await stub.Lookup(request)
+                done = time.perf_counter()
+                if not response.found or response.row.fields["id"].number_value != wanted:
+                    misses.append(wanted)
+                if now >= warmup_end:
+                    latencies.append(done - now)
+
+        await asyncio.gather(*(worker() for _ in range(inflight)))
+
+
+async def _generate(args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    warmup_end, end = start + args.warmup, start + args.warmup + args.duration
+    latencies: list[float] = []
+    misses: list[int] = []
+    await asyncio.gather(*(_client(args.port, args.rows, args.inflight, warmup_end, end, args.seed * 100 + i,
+                                   latencies, misses) for i in range(args.clients)))
+    print(json.dumps({"latencies": latencies, "misses": len(misses), "seconds": args.duration}))
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_load(port: int, clients: int, inflight: int, args: argparse.Namespace) -> tuple[list[float], int]:
+    command = [sys.executable, __file__, "--generate", "--port", str(port), "--rows", str(args.rows),
+               "--clients", str(clients), "--inflight", str(inflight), "--duration", str(args.duration),
+               "--warmup", str(args.warmup)]
+    procs = [subprocess.Popen([*command, "--seed", str(i + 1)], stdout=subprocess.PIPE, text=True)
+             for i in range(args.client_processes)]
+    latencies: list[float] = []
+    misses = 0
+    for proc in procs:
+        out, _ = proc.communicate(timeout=args.warmup + args.duration + 120)
+        if proc.returncode != 0:
+            raise SystemExit(f"load generator failed with exit code {proc.returncode}")
+        result = json.loads(out)
+        latencies.extend(result["latencies"])
+        misses += result["misses"]
+    return latencies, misses
+
+
+# ---------------------------------------------------------------- orchestration
+
+async def run(args: argparse.Namespace) -> None:
+    run_dir = Path(tempfile.mkdtemp(prefix="laredo-bench-query-"))
+    run_dir.chmod(0o755)
+    with PostgresServer() as pg, NatsServer() as nats_server:
+        t0 = time.perf_counter()
+        create_table(pg.dsn, args.rows)
+        print(f"table of {args.rows:,} rows created in {time.perf_counter() - t0:.1f}s")
+        query_port, health = free_port(), {"ingest": free_port(), "query": free_port()}
+        config = write_config(run_dir / "laredo.conf", dsn=pg.dsn, nats_url=nats_server.url, query_port=query_port,
+                              health=health)
+        ingest = ServiceProcess("ingest", config, health["ingest"], run_dir / "ingest.log")
+        query = ServiceProcess("query", config, health["query"], run_dir / "query.log")
+        try:
+            t0 = time.perf_counter()
+            ingest.start()
+            query.start()
+            await asyncio.to_thread(ingest.wait_ready, 900)
+            baselined = time.perf_counter() - t0
+            await asyncio.to_thread(query.wait_ready, 1800)
+            loaded = time.perf_counter() - t0
+            assert query.proc is not None
+            print(f"ingest baseline published after {baselined:.1f}s; query ready (all rows loaded and indexed) "
+                  f"after {loaded:.1f}s = {args.rows / loaded:,.0f} rows/s end to end; query RSS "
+                  f"{rss_mib(query.proc.pid):,.0f} MiB")
+            await check_count(query_port, args.rows)
+            for load in args.load:
+                clients, inflight = (int(n) for n in load.lower().split("x"))
+                await measure(query.proc.pid, query_port, clients, inflight, args)
+        finally:
+            query.stop()
+            ingest.stop()
+
+
+async def measure(server_pid: int, port: int, clients: int, inflight: int, args: argparse.Namespace) -> None:
+    cpu_before = cpu_seconds(server_pid)
+    latencies, misses = await asyncio.to_thread(run_load, port, clients, inflight, args)
+    requests = len(latencies) / args.duration
+    cpu_per_request = (cpu_seconds(server_pid) - cpu_before) / (args.warmup + args.duration) / max(requests, 1)
+    ms = [x * 1000 for x in latencies]
+    print(f"Lookup (unique index, random keys), {args.client_processes} load process(es) x {clients} clients x "
+          f"{inflight} in flight, {args.duration:.0f}s: {requests:,.0f} requests/s; latency p50 {pct(ms, 50):.2f} ms, "
+          f"p90 {pct(ms, 90):.2f} ms, p99 {pct(ms, 99):.2f} ms, max {max(ms):.2f} ms; query CPU "
+          f"~{cpu_per_request * 1e6:.0f} us per Lookup; misses {misses}")
+
+
+async def check_count(port: int, rows: int) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        count = (await query_pb2_grpc.TableSyncQueryStub(channel).CountRows(
+            pb.CountRowsRequest(schema="public", table="bench_items"))).count
+    if count != rows:
+        raise SystemExit(f"the query service holds {count:,} rows, expected {rows:,}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--duration", type=float, default=15.0, help="measured seconds")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring")
+    parser.add_argument("--load", action="append", metavar="CLIENTSxINFLIGHT",
+                        help="asyncio gRPC clients (one channel each) per load process x concurrent Lookup calls "
+                             "per client; repeatable (default: 4x8, then 1x1)")
+    parser.add_argument("--clients", type=int, default=4, help=argparse.SUPPRESS)
+    parser.add_argument("--inflight", type=int, default=8, help=argparse.SUPPRESS)
+    parser.add_argument("--client-processes", type=int, default=1)
+    parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.load = args.load or ["4x8", "1x1"]
+    asyncio.run(_generate(args) if args.generate else run(args))
+
+
+if __name__ == "__main__":
+    main()

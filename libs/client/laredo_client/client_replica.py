@@ -1,0 +1,169 @@
+"""The client's copy of the table: indexed rows, how far they got (the cursor), and change listeners.
+
+Invariants:
+- changes are applied by primary key, so applying one twice is harmless;
+- `cursor.source_position` is the highest source position applied (the watermark); a change at or below it is
+  already in the rows and is skipped, so two overlapping streams (a failover handoff) apply each change once
+  and a lagging stream never rolls a row back. Positions that do not parse as source positions are never
+  compared: such changes are always applied (at-least-once);
+- listeners fire once per applied change, after the rows changed, with the row as held before and after.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from laredo_core.position import Position, PositionError
+
+from laredo_client.indexed_state import IndexedRows, Key, Row
+from laredo_client.values import Column, primary_key_of
+
+log = logging.getLogger(__name__)
+
+#: Called with (old, new): insert (None, new), update (old, new), delete (old, None), truncate (None, None).
+Listener = Callable[[Row | None, Row | None], None]
+#: A parsed source position as a plain tuple: compares fast, and None when the text is no source position.
+PositionKey = tuple[int, int]
+_PARSE: Any = object()  # apply_change's default: parse the position text
+
+
+class Action(enum.Enum):
+    INSERT = "INSERT"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    TRUNCATE = "TRUNCATE"
+
+
+@dataclass
+class Cursor:
+    """How far the rows got. `sequence` is only meaningful on the server instance `server_id` named."""
+
+    sequence: int = 0
+    source_position: str = ""
+    snapshot_id: str = ""
+    server_id: str = ""
+
+
+def position_key(text: str) -> PositionKey | None:
+    if not text:
+        return None
+    try:
+        parsed = Position.parse(text)
+    except PositionError:
+        return None
+    return parsed.lsn, parsed.ordinal
+
+
+class ClientReplica:
+    def __init__(self, lookup_fields: Sequence[str] = (), indexes: Iterable[object] = ()) -> None:
+        self.rows = IndexedRows(lookup_fields, indexes)
+        self.cursor = Cursor()
+        self.columns: tuple[Column, ...] = ()
+        self.initialized = False  # holds a consistent state: a snapshot was installed or restored
+        self._listeners: list[Listener] = []
+        self._watermark: PositionKey | None = None
+
+    # -- listeners ------------------------------------------------------------------------------------------
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Add a listener; returns a function that removes it (calling it twice is harmless)."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _notify(self, old: Row | None, new: Row | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(old, new)
+            except Exception:  # noqa: BLE001 - one faulty listener must not stop replication
+                log.exception("a change listener raised; the change is applied and replication goes on")
+
+    # -- schema and cursor ------------------------------------------------------------------------------------
+
+    def set_columns(self, columns: Sequence[Column]) -> None:
+        if not columns:
+            return
+        self.columns = tuple(columns)
+        self.rows.set_key_columns(primary_key_of(columns))
+
+    def set_position(self, text: str) -> None:
+        self.cursor.source_position = text
+        self._watermark = position_key(text)
+
+    def already_applied(self, position: str | PositionKey | None) -> bool:
+        """True when a change at `position` is at or below the watermark, i.e. already in the rows."""
+        key = position_key(position) if isinstance(position, str) else position
+        return key is not None and self._watermark is not None and key <= self._watermark
+
+    # -- changes ----------------------------------------------------------------------------------------------
+
+    def apply_change(self, action: Action, old: Row | None, new: Row | None, position: str,
+                     key: PositionKey | None = _PARSE) -> None:
+        """Apply one journal entry (the caller checked already_applied) and advance the watermark to its
+        position (`key`: the position already parsed by the caller)."""
+        if key is _PARSE:
+            key = position_key(position)
+        if action is Action.TRUNCATE:
+            self.rows.clear()
+            self._advance(position, key)
+            self._notify(None, None)
+            return
+        if action is Action.DELETE:
+            removed = self.rows.remove(self.rows.key_of(old)) if old is not None else None
+            self._advance(position, key)
+            if removed is not None:
+                self._notify(removed, None)
+            return
+        if new is None:
+            log.warning("%s change without new values at %s ignored", action.value, position or "?")
+            return
+        replacing = self._old_key(old, new)
+        previous = self.rows.upsert(new, replacing=replacing)
+        self._advance(position, key)
+        self._notify(previous, new)
+
+    def _old_key(self, old: Row | None, new: Row) -> Key | None:
+        """The key the row had before, when the change carries its old key columns (a key update)."""
+        if old is None or any(c not in old for c in self.rows.key_columns):
+            return None
+        key = self.rows.key_of(old)
+        return key if key != self.rows.key_of(new) else None
+
+    def _advance(self, position: str, key: PositionKey | None) -> None:
+        if position:
+            self.cursor.source_position = position
+            self._watermark = key
+
+    def install_snapshot(self, rows: Iterable[Row], *, position: str, snapshot_id: str) -> None:
+        """Replace every row with a full snapshot. When the client already held rows (a re-sync), listeners
+        hear the difference as inserts, updates and deletes, so they never miss a change a re-sync brings."""
+        before = self.rows.replace_all(rows)
+        self.set_position(position)
+        self.cursor.snapshot_id = snapshot_id
+        had_state, self.initialized = self.initialized, True
+        if not had_state or not self._listeners:
+            return
+        after = dict(self.rows.items())
+        for key, row in after.items():
+            old = before.get(key)
+            if old != row:
+                self._notify(old, row)
+        for key, row in before.items():
+            if key not in after:
+                self._notify(row, None)
+
+    def restore(self, rows: Iterable[Row], columns: Sequence[Column], cursor: Cursor) -> None:
+        """Load a saved local snapshot (before any stream)."""
+        self.set_columns(columns)
+        self.rows.replace_all(rows)
+        self.cursor = Cursor(cursor.sequence, "", cursor.snapshot_id, cursor.server_id)
+        self.set_position(cursor.source_position)
+        self.initialized = True

@@ -1,0 +1,1 @@
+"""Adapters of the query service ports: NATS JetStream, the system clock, and in-memory fakes."""

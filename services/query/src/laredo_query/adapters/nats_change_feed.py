@@ -1,0 +1,168 @@
+"""The ChangeFeed port on NATS JetStream: one ordered push consumer with a callback per table subject.
+
+Ordered consumers with a callback are the fast path in nats-py (about 160-190k msgs/s here,
+against 25k/s for fetch() or next_msg()): ephemeral, no acks, flow-controlled, and they
+recreate themselves after a gap, so the callback sees every message in stream order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats import errors as nats_errors
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError, ServiceUnavailableError
+
+from laredo_core.errors import ProtocolError
+from laredo_core.stream import naming
+from laredo_core.stream.codec import decode_batch
+
+from laredo_query.ports import ChangeSink, FeedMessage, FeedSubscription
+
+log = logging.getLogger(__name__)
+
+#: Failures worth a retry while setting up: server away or slow, stream not created yet.
+_TRANSIENT = (nats_errors.TimeoutError, nats_errors.NoRespondersError, nats_errors.NoServersError,
+              nats_errors.ConnectionClosedError, ServiceUnavailableError, NotFoundError, OSError,
+              asyncio.TimeoutError)
+T = TypeVar("T")
+
+
+class NatsChangeFeed:
+    def __init__(self, urls: Sequence[str], subject_prefix: str, *, initial_backoff: float = 0.25,
+                 max_backoff: float = 5.0, pending_msgs_limit: int = 100_000,
+                 pending_bytes_limit: int = 256 * 1024 * 1024) -> None:
+        self._urls = list(urls)
+        self._prefix = subject_prefix
+        self._initial_backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._pending_msgs_limit = pending_msgs_limit
+        self._pending_bytes_limit = pending_bytes_limit
+
+    async def run(self, subscriptions: Sequence[FeedSubscription], sink: ChangeSink) -> None:
+        nc = await self._connect()
+        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        js = nc.jetstream()
+        tasks = [asyncio.create_task(self._subscribe(js, s, sink, failed)) for s in subscriptions]
+        for task in tasks:
+            task.add_done_callback(lambda t: _propagate_failure(t, failed))
+        try:
+            await failed  # only a failure ends a run; otherwise it lasts until cancelled
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await nc.close()
+
+    async def _connect(self) -> NatsClient:
+        async def attempt() -> NatsClient:
+            # With unlimited reconnects nats-py also keeps retrying the first connection; error_cb
+            # turns each failed attempt into one log line instead of a traceback.
+            return await nats.connect(servers=self._urls, name="laredo-query", max_reconnect_attempts=-1,
+                                      connect_timeout=2, allow_reconnect=True, error_cb=_log_nats_error,
+                                      disconnected_cb=_log_disconnected, reconnected_cb=_log_reconnected)
+
+        return await self._with_backoff(attempt, lambda exc: f"cannot reach NATS at {', '.join(self._urls)} "
+                                                             f"({exc!r})")
+
+    async def _subscribe(self, js: JetStreamContext, subscription: FeedSubscription, sink: ChangeSink,
+                         failed: asyncio.Future[None]) -> None:
+        stream = naming.stream_name(self._prefix, subscription.source_id)
+        subject = naming.table_subject(self._prefix, subscription.source_id, subscription.table)
+
+        async def last_sequence() -> int:
+            """The subject's last stream sequence now (0 = no message); NotFoundError if no stream."""
+            await js.stream_info(stream)
+            try:
+                return (await js.get_last_msg(stream, subject)).seq or 0
+            except NotFoundError:
+                return 0
+
+        caught_up_at = await self._with_backoff(
+            last_sequence,
+            lambda exc: (f"stream {stream} does not exist yet (ingest has not started source "
+                         f"{subscription.source_id!r}?)" if isinstance(exc, NotFoundError)
+                         else f"cannot read stream {stream} ({exc!r})"),
+        )
+        handler = _MessageHandler(subscription, stream, sink, caught_up_at, failed)
+        if caught_up_at == 0:
+            sink.on_caught_up(subscription.table)
+
+        async def on_message(msg: Msg) -> None:  # nats-py wants a coroutine function
+            handler.handle(msg)
+
+        await self._with_backoff(
+            lambda: js.subscribe(subject, stream=stream, ordered_consumer=True, cb=on_message,
+                                 pending_msgs_limit=self._pending_msgs_limit,
+                                 pending_bytes_limit=self._pending_bytes_limit),
+            lambda exc: f"cannot subscribe to {subject} in {stream} ({exc!r})",
+        )
+        log.info("consuming %s from stream %s (caught up at stream sequence %d)", subject, stream, caught_up_at)
+
+    async def _with_backoff(self, attempt: Callable[[], Awaitable[T]], describe: Callable[[Exception], str]) -> T:
+        delay = self._initial_backoff
+        while True:
+            try:
+                return await attempt()
+            except _TRANSIENT as exc:
+                log.warning("%s; retrying in %.1fs", describe(exc), delay)
+            await asyncio.sleep(delay)  # set-up retry, not a hot path
+            delay = min(delay * 2, self._max_backoff)
+
+
+async def _log_nats_error(error: Exception) -> None:
+    log.warning("NATS: %s (%s); the client keeps retrying", error or type(error).__name__, type(error).__name__)
+
+
+async def _log_disconnected() -> None:
+    log.warning("disconnected from NATS; reconnecting")
+
+
+async def _log_reconnected() -> None:
+    log.info("reconnected to NATS; consumers resume where they were")
+
+
+def _propagate_failure(task: asyncio.Task[None], failed: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None and not failed.done():
+        failed.set_exception(task.exception())  # type: ignore[arg-type]
+
+
+class _MessageHandler:
+    """Decodes and hands each message to the sink; a sink exception fails the feed's run()."""
+
+    def __init__(self, subscription: FeedSubscription, stream: str, sink: ChangeSink, caught_up_at: int,
+                 failed: asyncio.Future[None]) -> None:
+        self._table = subscription.table
+        self._stream = stream
+        self._sink = sink
+        self._caught_up_at = caught_up_at
+        self._caught_up = caught_up_at == 0
+        self._failed = failed
+
+    def handle(self, msg: Msg) -> None:
+        try:
+            sequence = msg.metadata.sequence.stream
+            self._deliver(msg, sequence)
+            # At the start-up last sequence, or at the end of the stream if that message was removed.
+            if not self._caught_up and (sequence >= self._caught_up_at or msg.metadata.num_pending == 0):
+                self._caught_up = True
+                self._sink.on_caught_up(self._table)
+        except Exception as exc:  # noqa: BLE001 - handed to run(), which raises it
+            if not self._failed.done():
+                self._failed.set_exception(exc)
+
+    def _deliver(self, msg: Msg, sequence: int) -> None:
+        try:
+            batch = decode_batch(msg.data)
+        except ProtocolError as exc:
+            # Later: dead-letter it. The stream keeps it, so nothing is lost meanwhile.
+            log.error("skipping undecodable message at %s stream sequence %d (subject %s): %s",
+                      self._stream, sequence, msg.subject, exc)
+            return
+        self._sink.on_batch(FeedMessage(self._table, batch, sequence, msg.headers or {}))

@@ -1,0 +1,135 @@
+"""Apply stream messages to each table's rows and indexes: the ChangeSink of the query service.
+
+Positions are the idempotency key: a change at or before the table's applied position is a replay and
+is skipped. Control batches get positions that sort where the stream puts them (as fan-out does):
+BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before the first
+change committed at the baseline's snapshot LSN. Subscribers get one event per effective change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from laredo_core.changes import BatchKind, ChangeBatchInfo, TableId
+from laredo_core.position import BASELINE_ORDINAL_BASE, Position
+
+from laredo_query.application.query_table import QueryTable
+from laredo_query.domain.errors import RowWithoutKey
+from laredo_query.domain.events import ChangeEvent
+from laredo_query.domain.row_store import RowEffect
+from laredo_query.ports import Clock, FeedMessage
+
+log = logging.getLogger(__name__)
+
+
+class ChangeApplier:
+    def __init__(self, tables: Mapping[TableId, QueryTable], clock: Clock) -> None:
+        self._tables = tables
+        self._clock = clock
+
+    def on_caught_up(self, table: TableId) -> None:
+        target = self._tables.get(table)
+        if target is not None and not target.caught_up:
+            log.info("%s: caught up with the stream (%d rows)", table, len(target.indexed))
+            target.mark_caught_up()
+
+    def on_batch(self, message: FeedMessage) -> None:
+        target = self._tables.get(message.table)
+        batch = message.batch
+        if target is None:
+            log.warning("stream message %d is for %s, which has no indexed-memory target; skipped",
+                        message.stream_sequence, message.table)
+            return
+        if batch.table != message.table:
+            log.error("stream message %d on the subject of %s carries table %s; skipped (check the ingest "
+                      "subject naming)", message.stream_sequence, message.table, batch.table)
+            return
+        events = _Events(target, batch, self._clock)
+        self._apply(target, batch, events)
+        if events.pending:
+            target.subscribers.publish(events.pending)
+
+    def _apply(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
+        _adopt_columns(target, batch)
+        kind = batch.kind
+        if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
+            self._apply_changes(target, batch, events)
+        elif kind is BatchKind.BASELINE_BEGIN:
+            position = Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1)
+            if target.accepts(position):
+                target.indexed.begin_baseline(batch.baseline_id)
+                target.applied_position = position
+        elif kind is BatchKind.BASELINE_END:
+            self._end_baseline(target, batch, events)
+        elif kind is BatchKind.RESYNC_REQUIRED:
+            reason = batch.reason or "no reason given"
+            log.warning("%s: the source lost continuity (%s); rows may be stale until the next baseline",
+                        target.table, reason)
+            target.mark_stale(f"the source lost continuity ({reason}); waiting for a new baseline")
+        elif kind is BatchKind.SCHEMA_CHANGE:
+            log.info("%s: columns changed (%s)", target.table, batch.reason or "schema change")
+
+    def _apply_changes(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
+        indexed, baseline = target.indexed, batch.kind is BatchKind.BASELINE_ROWS
+        for change in batch.changes:
+            if not target.accepts(change.position):
+                continue
+            try:
+                if baseline:
+                    effect = indexed.apply_baseline_row(batch.baseline_id, change)
+                else:
+                    effect = indexed.apply(change)
+            except RowWithoutKey as exc:
+                target.skipped_changes += 1
+                log.error("%s: skipping the %s at %s: %s", target.table, change.action.value, change.position,
+                          exc)
+                effect = None
+            target.applied_position = change.position
+            if effect is not None:
+                events.add(effect, change.position)
+
+    def _end_baseline(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
+        end = Position(batch.commit_lsn, -1)
+        if not target.accepts(end):
+            return
+        effects = target.indexed.end_baseline(batch.baseline_id)
+        for index, effect in enumerate(effects):
+            # Ordinals -n .. -1: after every baseline row, before every change at the snapshot LSN.
+            events.add(effect, Position(batch.commit_lsn, index - len(effects)))
+        target.applied_position = end
+        log.info("%s: baseline %s complete (%d rows, %d removed as absent from it)", target.table,
+                 batch.baseline_id, len(target.indexed), len(effects))
+        target.mark_baseline_complete()
+
+
+class _Events:
+    """Subscriber events of one batch; nothing is built while the table has no subscribers."""
+
+    def __init__(self, target: QueryTable, batch: ChangeBatchInfo, clock: Clock) -> None:
+        self._batch = batch
+        self._clock = clock
+        self._wanted = len(target.subscribers) > 0
+        self.pending: list[ChangeEvent] = []
+
+    def add(self, effect: RowEffect, position: Position) -> None:
+        if self._wanted:
+            batch = self._batch
+            commit_time = batch.commit_time_unix_us or int(self._clock.now() * 1_000_000)
+            self.pending.append(ChangeEvent(effect.action, position, batch.xid, commit_time, effect.old,
+                                            effect.new))
+
+
+def _adopt_columns(target: QueryTable, batch: ChangeBatchInfo) -> None:
+    """Every message carries the table's columns; new ones re-key rows and rebuild indexes as needed."""
+    indexed = target.indexed
+    if not batch.columns or batch.columns == indexed.columns:
+        return
+    before_key, before_problems = indexed.key_spec.fields, indexed.problems
+    indexed.set_columns(batch.columns, batch.key_columns)
+    if before_key and indexed.key_spec.fields != before_key:
+        log.info("%s: primary key is now (%s)", target.table, ", ".join(indexed.key_spec.fields))
+    for problem in indexed.problems:
+        if problem not in before_problems:
+            log.error("%s", problem)
+    target.update_readiness()

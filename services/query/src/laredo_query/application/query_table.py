@@ -1,0 +1,106 @@
+"""One indexed-memory target at run time: its rows and indexes, stream progress, readiness, subscribers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from laredo_core.changes import TableId
+from laredo_core.position import Position
+
+from laredo_query.application.subscriptions import SubscriberHub
+from laredo_query.domain.indexed_table import IndexedTable
+
+
+class ReadinessSignal:
+    """Wakes whoever mirrors readiness (gRPC health) whenever a table's readiness changed."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def changed(self) -> asyncio.Event:
+        """The event the next notify() sets; take it before reading readiness."""
+        return self._event
+
+    def notify(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+
+class QueryTable:
+    """Loaded once a baseline is complete and the feed has caught up with the stream as it was at start.
+
+    From the first time it is loaded, the table answers queries (`serving`). It is ready while it is
+    loaded, its indexes fit its columns and the source has not reported a loss of continuity that no
+    baseline has repaired since.
+    """
+
+    def __init__(self, source_id: str, table: TableId, indexed: IndexedTable, subscribers: SubscriberHub,
+                 signal: ReadinessSignal) -> None:
+        self.source_id = source_id
+        self.table = table
+        self.indexed = indexed
+        self.subscribers = subscribers
+        self.applied_position: Position | None = None
+        self.baseline_complete = False
+        self.caught_up = False
+        self.serving = False
+        self.stale_reason = ""
+        self.skipped_changes = 0
+        self.baselines_completed = 0
+        self._signal = signal
+        self._was_ready = False
+
+    @property
+    def name(self) -> str:
+        return str(self.table)
+
+    @property
+    def loaded(self) -> bool:
+        return self.baseline_complete and self.caught_up
+
+    @property
+    def ready(self) -> bool:
+        return self.loaded and not self.stale_reason and not self.indexed.problems
+
+    def accepts(self, position: Position) -> bool:
+        """Whether a change at `position` is new: replays of applied positions are skipped."""
+        return self.applied_position is None or self.applied_position < position
+
+    def mark_baseline_complete(self) -> None:
+        self.baseline_complete = True
+        self.baselines_completed += 1
+        self.stale_reason = ""
+        self.update_readiness()
+
+    def mark_caught_up(self) -> None:
+        self.caught_up = True
+        self.update_readiness()
+
+    def mark_stale(self, reason: str) -> None:
+        self.stale_reason = reason
+        self.update_readiness()
+
+    def update_readiness(self) -> None:
+        if self.loaded:
+            self.serving = True
+        ready = self.ready
+        if ready != self._was_ready:
+            self._was_ready = ready
+            self._signal.notify()
+
+    def status(self) -> dict[str, Any]:
+        """Readiness details for /health/ready and logs."""
+        status: dict[str, Any] = {
+            "ready": self.ready, "baseline_complete": self.baseline_complete, "caught_up": self.caught_up,
+            "rows": len(self.indexed), "position": str(self.applied_position or ""),
+            "indexes": self.indexed.index_stats(), "subscribers": len(self.subscribers),
+            "subscriber_events_dropped": self.subscribers.dropped,
+        }
+        if self.indexed.problems:
+            status["problems"] = self.indexed.problems
+        if self.stale_reason:
+            status["stale"] = self.stale_reason
+        if self.skipped_changes:
+            status["skipped_changes"] = self.skipped_changes
+        return status

@@ -1,0 +1,69 @@
+"""Query errors: one base class, typed subclasses; the gRPC entrypoint maps each to a status code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from laredo_core.errors import LaredoError
+
+
+class QueryError(LaredoError):
+    """Base of every error the query service raises on purpose."""
+
+
+class InvalidRequest(QueryError):
+    """A request lacks a required field or carries a malformed one (INVALID_ARGUMENT)."""
+
+
+class InvalidKey(InvalidRequest):
+    """Key values that do not fit the index's columns."""
+
+
+class InvalidPageToken(InvalidRequest):
+    """A ListRows page token this service did not issue, or issued for another table or key."""
+
+
+class TableNotFound(QueryError):
+    """No indexed-memory target is configured for the table (NOT_FOUND)."""
+
+    def __init__(self, schema: str, table: str, known: Iterable[str]) -> None:
+        names = ", ".join(sorted(known)) or "none"
+        super().__init__(f"no indexed-memory target for {schema}.{table} on this query service "
+                         f"(tables served: {names})")
+
+
+class IndexNotFound(QueryError):
+    """The table has no index of that name (NOT_FOUND)."""
+
+    def __init__(self, table: str, index_name: str, known: Iterable[str]) -> None:
+        super().__init__(f"{table} has no index named {index_name!r} (indexes: {', '.join(known)})")
+
+
+class IndexUnavailable(QueryError):
+    """The index is configured but cannot work with the table's columns (FAILED_PRECONDITION)."""
+
+
+class TableNotReady(QueryError):
+    """The table's first baseline is not loaded yet, so answers would be incomplete (UNAVAILABLE)."""
+
+    retryable = True
+
+
+class SubscriptionEnded(QueryError):
+    """A Subscribe stream ends on the server's side."""
+
+
+class SubscriberOverflowed(SubscriptionEnded):
+    """The subscriber's buffer overflowed under the close-on-overflow policy (ABORTED)."""
+
+    retryable = True
+
+
+class ServiceStopping(SubscriptionEnded):
+    """The service is shutting down (UNAVAILABLE)."""
+
+    retryable = True
+
+
+class RowWithoutKey(QueryError):
+    """A change names no usable key: it cannot be applied (logged and skipped, never raised to a client)."""

@@ -1,0 +1,31 @@
+"""What subscribers receive: one applied change to one row, as the table saw it."""
+
+from __future__ import annotations
+
+from laredo_core.changes import Action
+from laredo_core.position import Position
+
+from laredo_query.domain.row_store import StoredRow
+
+
+class ChangeEvent:
+    """One change applied to a table: the row before (UPDATE, DELETE) and after (INSERT, UPDATE).
+
+    TRUNCATE has neither. `commit_time_unix_us` is the source commit time (0 when unknown, e.g. baseline
+    rows). `wire` caches the serialized event, built once and shared by every subscriber.
+    """
+
+    __slots__ = ("action", "position", "xid", "commit_time_unix_us", "old", "new", "wire")
+
+    def __init__(self, action: Action, position: Position | None, xid: int, commit_time_unix_us: int,
+                 old: StoredRow | None, new: StoredRow | None) -> None:
+        self.action = action
+        self.position = position
+        self.xid = xid
+        self.commit_time_unix_us = commit_time_unix_us
+        self.old = old
+        self.new = new
+        self.wire: bytes | None = None
+
+    def __repr__(self) -> str:
+        return f"ChangeEvent({self.action.value}, {self.position}, old={self.old!r}, new={self.new!r})"

@@ -1,0 +1,183 @@
+"""The ChangeFeed contract of the query service, run against the in-memory fake and the real JetStream adapter."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import nats
+import pytest
+from laredo_testing.eventually import eventually
+
+from laredo_core.changes import TableId
+from laredo_core.stream import naming
+from laredo_query.adapters.memory import MemoryChangeFeed
+from laredo_query.adapters.nats_change_feed import NatsChangeFeed
+from laredo_query.ports import ChangeFeed, FeedMessage, FeedSubscription
+from services.query.tests.query_testkit import SOURCE, TABLE, Batches, insert, row
+
+OTHER = TableId("public", "other")
+
+
+class Backend(Protocol):
+    feed: ChangeFeed
+
+    async def create_stream(self) -> None: ...
+
+    async def publish(self, table: TableId, data: bytes, headers: Mapping[str, str] | None = None) -> None: ...
+
+
+@dataclass
+class MemoryBackend:
+    feed: MemoryChangeFeed = field(default_factory=lambda: MemoryChangeFeed(stream_exists=False))
+
+    async def create_stream(self) -> None:
+        self.feed.create_stream()
+
+    async def publish(self, table: TableId, data: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.feed.publish(table, data, headers)
+
+
+@dataclass
+class NatsBackend:
+    feed: NatsChangeFeed
+    nc: Any
+    prefix: str
+
+    async def create_stream(self) -> None:
+        await self.nc.jetstream().add_stream(name=naming.stream_name(self.prefix, SOURCE),
+                                             subjects=[naming.source_subject_filter(self.prefix, SOURCE)])
+
+    async def publish(self, table: TableId, data: bytes, headers: Mapping[str, str] | None = None) -> None:
+        await self.nc.jetstream().publish(naming.table_subject(self.prefix, SOURCE, table), data,
+                                          headers=dict(headers) if headers else None)
+
+
+@dataclass
+class RecordingSink:
+    events: list[tuple[str, TableId, int]] = field(default_factory=list)
+    messages: list[FeedMessage] = field(default_factory=list)
+    fail_on: int = 0  # raise on the n-th batch (1-based); 0 = never
+
+    def on_batch(self, message: FeedMessage) -> None:
+        self.messages.append(message)
+        self.events.append(("batch", message.table, message.stream_sequence))
+        if len(self.messages) == self.fail_on:
+            raise RuntimeError("sink failure")
+
+    def on_caught_up(self, table: TableId) -> None:
+        self.events.append(("caught_up", table, 0))
+
+    def batches(self, table: TableId) -> list[FeedMessage]:
+        return [m for m in self.messages if m.table == table]
+
+
+@pytest.fixture(params=["memory", pytest.param("nats", marks=pytest.mark.integration)])
+async def backend(request: pytest.FixtureRequest, unique_name: str) -> AsyncIterator[Backend]:
+    if request.param == "memory":
+        yield MemoryBackend()
+        return
+    nats_url = request.getfixturevalue("nats_url")
+    nc = await nats.connect(nats_url)
+    try:
+        yield NatsBackend(NatsChangeFeed([nats_url], unique_name, initial_backoff=0.05, max_backoff=0.2), nc,
+                          unique_name)
+    finally:
+        try:
+            await nc.jetstream().delete_stream(naming.stream_name(unique_name, SOURCE))
+        except nats.js.errors.NotFoundError:
+            pass
+        await nc.close()
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[asyncio.Task[None]]]:
+    tasks: list[asyncio.Task[None]] = []
+    yield tasks
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def start(backend: Backend, sink: RecordingSink, running: list[asyncio.Task[None]],
+          tables: tuple[TableId, ...] = (TABLE,)) -> asyncio.Task[None]:
+    task = asyncio.create_task(backend.feed.run([FeedSubscription(SOURCE, t) for t in tables], sink))
+    running.append(task)
+    return task
+
+
+async def test_delivers_from_the_start_in_order_then_reports_caught_up_then_follows(
+        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    await backend.create_stream()
+    batches = Batches()
+    existing = batches.baseline([row(i) for i in range(1, 6)], chunk_rows=2)  # 5 messages
+    for data in existing:
+        await backend.publish(TABLE, data, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    sink = RecordingSink()
+    start(backend, sink, running)
+    await eventually(lambda: ("caught_up", TABLE, 0) in sink.events, what="caught up")
+    assert [e[0] for e in sink.events] == ["batch"] * 5 + ["caught_up"]
+    sequences = [m.stream_sequence for m in sink.messages]
+    assert sequences == sorted(sequences) and len(set(sequences)) == 5
+    assert sink.messages[0].headers.get("traceparent", "").startswith("00-0af7651916cd43dd")
+    assert [m.batch.kind.value for m in sink.messages][::4] == ["BASELINE_BEGIN", "BASELINE_END"]
+
+    await backend.publish(TABLE, batches.transaction(insert(row(6))))
+    await eventually(lambda: len(sink.messages) == 6, what="the new message")
+    assert sink.messages[-1].batch.changes[0].new == row(6)
+    assert sink.events.count(("caught_up", TABLE, 0)) == 1
+
+
+async def test_undecodable_message_is_skipped_and_delivery_continues(
+        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    await backend.create_stream()
+    batches = Batches()
+    await backend.publish(TABLE, batches.transaction(insert(row(1))))
+    await backend.publish(TABLE, b"\xff\x00 definitely not a ChangeBatch")
+    await backend.publish(TABLE, batches.transaction(insert(row(2))))
+    sink = RecordingSink()
+    task = start(backend, sink, running)
+    await eventually(lambda: ("caught_up", TABLE, 0) in sink.events, what="caught up past the corrupt message")
+    assert [m.batch.changes[0].new["id"] for m in sink.messages] == [1, 2]  # type: ignore[index]
+    await backend.publish(TABLE, batches.transaction(insert(row(3))))
+    await eventually(lambda: len(sink.messages) == 3, what="delivery after the corrupt message")
+    assert not task.done()
+
+
+async def test_waits_for_a_stream_that_does_not_exist_yet(
+        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    sink = RecordingSink()
+    task = start(backend, sink, running)
+    await asyncio.sleep(0.3)  # a missing stream is waited for, not an error
+    assert not task.done() and sink.events == []
+    await backend.create_stream()
+    await eventually(lambda: ("caught_up", TABLE, 0) in sink.events, what="caught up on the empty stream")
+    await backend.publish(TABLE, Batches().transaction(insert(row(1))))
+    await eventually(lambda: len(sink.messages) == 1, what="the first message")
+
+
+async def test_tables_are_independent(backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    await backend.create_stream()
+    for i in range(3):
+        await backend.publish(TABLE, Batches().transaction(insert(row(i))))
+    sink = RecordingSink()
+    start(backend, sink, running, tables=(TABLE, OTHER))
+    await eventually(lambda: {("caught_up", TABLE, 0), ("caught_up", OTHER, 0)} <= set(sink.events),
+                     what="both tables caught up")
+    assert len(sink.batches(TABLE)) == 3 and sink.batches(OTHER) == []
+    await backend.publish(OTHER, Batches(table=OTHER).transaction(insert(row(9))))
+    await eventually(lambda: len(sink.batches(OTHER)) == 1, what="the other table's message")
+    assert sink.batches(OTHER)[0].batch.table == OTHER
+
+
+async def test_a_sink_failure_ends_the_run_with_that_error(
+        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    await backend.create_stream()
+    for i in range(3):
+        await backend.publish(TABLE, Batches().transaction(insert(row(i))))
+    task = start(backend, RecordingSink(fail_on=2), running)
+    await eventually(task.done, what="the run to end")
+    with pytest.raises(RuntimeError, match="sink failure"):
+        task.result()
