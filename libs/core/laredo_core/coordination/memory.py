@@ -1,0 +1,273 @@
+"""In-memory CoordinationStore with injectable faults: the fake for unit tests and the single-process mode.
+
+It keeps the Redis adapter's semantics (see redis_store.py), so the contract tests run unchanged on both:
+records round-trip through the same JSON forms, commands live in per-target streams with consumer groups,
+pending entries and idle-time redelivery, results are kept `result_ttl` seconds and the first one wins.
+
+Faults: `unavailable = True` makes every call raise CoordinationUnavailable (iterators pause quietly and go
+on when it is reset), `delay` makes every call wait that many seconds first, `clock` is the TTL clock (pass a
+ManualClock and `advance()` it), and `clear()` loses every record like a Redis restart without persistence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from laredo_core.coordination.memory_streams import MemoryStreams
+from laredo_core.coordination.memory_subscriptions import MemoryCommandSubscription, MemoryEventSubscription
+from laredo_core.coordination.ports import (
+    Command,
+    CommandKind,
+    CommandResult,
+    CoordinationUnavailable,
+    Event,
+    InstanceStatus,
+)
+from laredo_core.coordination.records import (
+    check_name,
+    command_to_json,
+    event_to_json,
+    instance_from_json,
+    instance_to_json,
+    result_from_json,
+    result_to_json,
+)
+
+__all__ = ["InMemoryCoordinationStore", "ManualClock", "MemoryCommandSubscription", "MemoryEventSubscription"]
+
+DeliveryKey = tuple[str, str, int]  # target, group, entry sequence
+
+
+class ManualClock:
+    """A clock that moves only when told to: `clock.advance(seconds)`. Unix seconds, like time.time."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class InMemoryCoordinationStore:
+    """CoordinationStore kept in this process; see the module docstring for faults and semantics."""
+
+    def __init__(self, *, clock: Callable[[], float] | None = None, claim_idle: float = 30.0, block: float = 1.0,
+                 result_ttl: float = 3600.0, stream_maxlen: int = 10_000, event_buffer: int = 1024) -> None:
+        self.clock = clock or time.time
+        self.claim_idle = claim_idle
+        self.block = block
+        self.result_ttl = result_ttl
+        self.stream_maxlen = stream_maxlen
+        self.event_buffer = event_buffer
+        self.delay = 0.0
+        self.dropped_events = 0
+        self._unavailable = False
+        self._instances: dict[tuple[str, str], tuple[str, float]] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
+        self._streams = MemoryStreams(lambda: self.clock())
+        self._results: dict[str, tuple[str, float]] = {}
+        self._deliveries: dict[str, dict[DeliveryKey, None]] = {}
+        self._watchers: set[MemoryEventSubscription] = set()
+        self._changed = asyncio.Event()
+
+    @property
+    def unavailable(self) -> bool:
+        return self._unavailable
+
+    @unavailable.setter
+    def unavailable(self, value: bool) -> None:
+        self._unavailable = value
+        self._notify()
+
+    def clear(self) -> None:
+        """Forget every record, stream, group and result, as a Redis restart without persistence does.
+
+        What this store object delivered stays tracked, as a Redis client's memory survives the restart.
+        """
+        self._instances.clear()
+        self._leases.clear()
+        self._streams.clear()
+        self._results.clear()
+        self._notify()
+
+    # Registry
+
+    async def heartbeat(self, instance: InstanceStatus, ttl: float) -> None:
+        await self.ensure_reachable()
+        check_name("service", instance.service)
+        check_name("instance id", instance.instance_id)
+        stamped = replace(instance, heartbeat_unix_ms=instance.heartbeat_unix_ms or self._now_ms())
+        key = (instance.service, instance.instance_id)
+        self._instances[key] = (instance_to_json(stamped), self.clock() + _positive("ttl", ttl))
+
+    async def deregister(self, service: str, instance_id: str) -> None:
+        await self.ensure_reachable()
+        self._instances.pop((service, instance_id), None)
+
+    async def instances(self, service: str | None = None) -> list[InstanceStatus]:
+        await self.ensure_reachable()
+        now = self.clock()
+        for key in [k for k, (_, expires_at) in self._instances.items() if expires_at <= now]:
+            del self._instances[key]
+        found = [instance_from_json(text) for (svc, _), (text, _) in self._instances.items()
+                 if service is None or svc == service]
+        return sorted(found, key=lambda i: (i.service, i.instance_id))
+
+    # Leases
+
+    async def acquire_lease(self, name: str, holder: str, ttl: float) -> bool:
+        await self.ensure_reachable()
+        if self._live_lease(check_name("lease name", name)) not in (None, holder):
+            return False
+        self._leases[name] = (check_name("lease holder", holder), self.clock() + _positive("ttl", ttl))
+        return True
+
+    async def renew_lease(self, name: str, holder: str, ttl: float) -> bool:
+        await self.ensure_reachable()
+        if self._live_lease(name) != holder:
+            return False
+        self._leases[name] = (holder, self.clock() + _positive("ttl", ttl))
+        return True
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self.ensure_reachable()
+        if self._live_lease(name) == holder:
+            del self._leases[name]
+
+    async def lease_holder(self, name: str) -> str | None:
+        await self.ensure_reachable()
+        return self._live_lease(name)
+
+    def _live_lease(self, name: str) -> str | None:
+        holder, expires_at = self._leases.get(name, (None, 0.0))
+        if holder is not None and expires_at <= self.clock():
+            del self._leases[name]
+            return None
+        return holder
+
+    # Commands
+
+    async def send_command(self, target: str, kind: CommandKind, args: Mapping[str, Any] | None = None) -> str:
+        await self.ensure_reachable()
+        if not isinstance(kind, CommandKind):
+            raise ValueError(f"command kind {kind!r} is not a CommandKind; use one of {[k.name for k in CommandKind]}")
+        command = Command(uuid.uuid4().hex, check_name("command target", target), kind, dict(args or {}),
+                          self._now_ms())
+        self._streams.append(target, command_to_json(command), self.stream_maxlen)
+        self._notify()
+        return command.command_id
+
+    def commands(self, target: str, consumer: str, *, group: str | None = None) -> MemoryCommandSubscription:
+        return MemoryCommandSubscription(self, target, consumer, group)
+
+    async def complete_command(self, command: Command, result: CommandResult) -> None:
+        await self.ensure_reachable()
+        if result.command_id != command.command_id:
+            raise ValueError(f"result for command {result.command_id} given to complete command "
+                             f"{command.command_id}; pass the command's own result")
+        stamped = replace(result, finished_unix_ms=result.finished_unix_ms or self._now_ms())
+        text = result_to_json(stamped)
+        if self._live_result(command.command_id) is None:
+            self._results[command.command_id] = (text, self.clock() + self.result_ttl)
+        self._ack_one_delivery(command.command_id)
+        self._notify()
+
+    async def command_result(self, command_id: str, timeout: float) -> CommandResult | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            await self.ensure_reachable()
+            text = self._live_result(command_id)
+            if text is not None:
+                return result_from_json(text)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            await self.wait_for_change(remaining)
+
+    def _live_result(self, command_id: str) -> str | None:
+        text, expires_at = self._results.get(command_id, (None, 0.0))
+        if text is not None and expires_at <= self.clock():
+            del self._results[command_id]
+            return None
+        return text
+
+    # Events
+
+    async def publish_event(self, event: Event) -> None:
+        await self.ensure_reachable()
+        text = event_to_json(replace(event, unix_ms=event.unix_ms or self._now_ms()))
+        for watcher in list(self._watchers):
+            watcher.offer(text)
+
+    def events(self) -> MemoryEventSubscription:
+        return MemoryEventSubscription(self)
+
+    # Used by the subscriptions (memory_subscriptions.py)
+
+    async def ensure_reachable(self) -> None:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self._unavailable:
+            raise CoordinationUnavailable("in-memory coordination store is set unavailable (test fault)")
+
+    async def wait_for_change(self, timeout: float) -> None:
+        """Wait until any record changes or `timeout` seconds pass, whichever comes first."""
+        changed = self._changed
+        try:
+            async with asyncio.timeout(timeout):
+                await changed.wait()
+        except TimeoutError:
+            pass
+
+    def add_watcher(self, watcher: MemoryEventSubscription) -> None:
+        self._watchers.add(watcher)
+
+    def remove_watcher(self, watcher: MemoryEventSubscription) -> None:
+        self._watchers.discard(watcher)
+
+    async def ensure_group(self, target: str, group: str, *, from_end: bool) -> None:
+        await self.ensure_reachable()
+        self._streams.ensure_group(target, group, from_end=from_end)
+
+    async def own_pending(self, target: str, group: str, consumer: str) -> list[tuple[int, str]]:
+        await self.ensure_reachable()
+        return self._streams.own_pending(target, group, consumer)
+
+    async def next_entry(self, target: str, group: str, consumer: str) -> tuple[int, str] | None:
+        await self.ensure_reachable()
+        return self._streams.next_entry(target, group, consumer, self.claim_idle)
+
+    def track_delivery(self, command_id: str, key: DeliveryKey) -> None:
+        self._deliveries.setdefault(command_id, {})[key] = None
+
+    def _ack_one_delivery(self, command_id: str) -> None:
+        deliveries = self._deliveries.get(command_id)
+        if not deliveries:
+            return
+        key = next(iter(deliveries))
+        del deliveries[key]
+        if not deliveries:
+            del self._deliveries[command_id]
+        self._streams.ack(*key)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+
+def _positive(what: str, seconds: float) -> float:
+    if not seconds > 0:
+        raise ValueError(f"{what} must be a positive number of seconds, got {seconds!r}")
+    return seconds
