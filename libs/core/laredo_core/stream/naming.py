@@ -45,6 +45,12 @@ def table_subject(prefix: str, source_id: str, table: TableId) -> str:
     return f"{prefix}.{escape_token(source_id)}.table.{escape_token(table.schema)}.{escape_token(table.name)}"
 
 
+def deadletter_subject(prefix: str, source_id: str, table: TableId) -> str:
+    """Where ingest puts a table's messages that consumers cannot apply (e.g. the table has no usable key)."""
+    return (f"{prefix}.{escape_token(source_id)}.deadletter.{escape_token(table.schema)}."
+            f"{escape_token(table.name)}")
+
+
 def transaction_msg_id(source_id: str, commit_lsn: int, table: TableId, chunk: int) -> str:
     """Dedup id of one chunk of one table's changes in one transaction: stable across replays."""
     return f"{source_id}:tx:{format_lsn(commit_lsn)}:{table}:{chunk}"

@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from typing import Any
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from laredo_core.cli import run_service
+from laredo_core.coordination.ids import default_instance_id
+from laredo_core.coordination.ports import CoordinationStore
+from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_core.config import LaredoSettings
 from laredo_core.health import HealthServer
 from laredo_core.telemetry import build_tracer_provider
@@ -17,12 +23,14 @@ from laredo_core.telemetry import build_tracer_provider
 from laredo_ingest.adapters.nats_change_publisher import NatsChangePublisher
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_state_store import DEFAULT_BUCKET, NatsKvStateStore
-from laredo_ingest.adapters.otel_observer import OtelObserver
+from laredo_ingest.adapters.otel_observer import OtelObserver, build_meter_provider
 from laredo_ingest.adapters.psycopg_replication_stream import PsycopgReplicationStream
 from laredo_ingest.adapters.psycopg_source_database import PsycopgSourceDatabase
+from laredo_ingest.application.control import IngestControl
+from laredo_ingest.application.coordination import IngestCoordinator
 from laredo_ingest.application.ingest_service import IngestPorts, IngestService
 from laredo_ingest.application.status import IngestPhase, IngestStatus
-from laredo_ingest.config import ingest_options
+from laredo_ingest.config import coordination_settings, ingest_options
 from laredo_ingest.entrypoints.health import build_health_server
 
 log = logging.getLogger(__name__)
@@ -32,16 +40,25 @@ class IngestApp:
     """One source's ingest: run(stop) until stop is set; status and counters are readable at any time."""
 
     def __init__(self, service: IngestService, health: HealthServer, nats: NatsConnection,
-                 publisher: NatsChangePublisher, tracer_provider: TracerProvider) -> None:
+                 publisher: NatsChangePublisher, tracer_provider: TracerProvider, meter_provider: MeterProvider,
+                 coordinator: IngestCoordinator | None = None, coordination_store: Any = None) -> None:
         self._service = service
         self._health = health
         self._nats = nats
         self._publisher = publisher
         self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._coordinator = coordinator
+        self._coordination_store = coordination_store
 
     @property
     def status(self) -> IngestStatus:
         return self._service.status
+
+    @property
+    def control(self) -> IngestControl:
+        """Operator requests: reload, pause, resume, reset (what coordination commands call)."""
+        return self._service.control
 
     @property
     def state(self) -> IngestPhase:
@@ -63,20 +80,30 @@ class IngestApp:
         """Health first (live at once, ready once streaming), then the service; shutdown in reverse."""
         await self._health.start()
         try:
-            await self._service.run(stop)
+            if self._coordinator is not None:
+                await self._coordinator.run(stop, self._service.run)
+            else:
+                await self._service.run(stop)
         finally:
             await self._publisher.close()
             await self._nats.close()
+            if self._coordination_store is not None and hasattr(self._coordination_store, "aclose"):
+                await self._coordination_store.aclose()
             await self._health.stop()
             self._tracer_provider.force_flush()
+            self._meter_provider.force_flush()
 
 
 def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_provider: TracerProvider | None = None,
-          span_exporter: SpanExporter | None = None, state_bucket: str = DEFAULT_BUCKET,
-          ack_timeout: float = 10.0) -> IngestApp:
+          span_exporter: SpanExporter | None = None, metric_reader: MetricReader | None = None,
+          state_bucket: str = DEFAULT_BUCKET, ack_timeout: float = 10.0,
+          coordination_store: CoordinationStore | None = None) -> IngestApp:
+    """The app for one source; coordination_store overrides the Redis store (tests: the in-memory one)."""
     options = ingest_options(settings, source_id)
+    coordination = coordination_settings(settings)
     source = settings.sources[options.source_id]
     provider = tracer_provider or build_tracer_provider(settings.telemetry, "laredo-ingest", exporter=span_exporter)
+    meter_provider = build_meter_provider(settings.telemetry, "laredo-ingest", reader=metric_reader)
     nats = NatsConnection(settings.stream.nats_urls, name=f"laredo-ingest-{options.source_id}")
     publisher = NatsChangePublisher(nats, max_pending=settings.stream.max_pending_acks, ack_timeout=ack_timeout)
     ports = IngestPorts(
@@ -84,12 +111,24 @@ def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_prov
         replication=lambda: PsycopgReplicationStream(source.connection),
         publisher=publisher,
         state=NatsKvStateStore(nats, bucket=state_bucket, replicas=settings.stream.replicas),
-        observer=OtelObserver(provider),
+        observer=OtelObserver(provider, meter_provider, tracing=bool(
+            tracer_provider or span_exporter or settings.telemetry.exporter != "none")),
     )
-    status = IngestStatus()
+    status = IngestStatus(is_leader=not coordination.leader_election)
+    ports.observer.gauges(status.gauges)
     service = IngestService(options, ports, status)
     health = build_health_server(settings.ingest.health_host, settings.ingest.health_port, status)
-    return IngestApp(service, health, nats, publisher, provider)
+    coordinator, store = None, None
+    if coordination.enabled:
+        store = coordination_store or RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)
+        instance_id = settings.ingest.instance_id or default_instance_id("ingest")
+        coordinator = IngestCoordinator(store, coordination, source_id=options.source_id, instance_id=instance_id,
+                                        status=status, control=service.control)
+        log.info("ingest instance %s: leader election %s, commands %s, heartbeats %s", instance_id,
+                 *("on" if flag else "off" for flag in (coordination.leader_election, coordination.commands,
+                                                        coordination.heartbeats)))
+    return IngestApp(service, health, nats, publisher, provider, meter_provider, coordinator,
+                     store if coordination_store is None else None)
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -108,3 +147,4 @@ def _validate(settings: LaredoSettings, args: argparse.Namespace) -> None:
     """The chosen source, or every source when none is chosen (a file may serve several ingest processes)."""
     for source_id in [args.source] if args.source else list(settings.sources) or [None]:
         ingest_options(settings, source_id)
+    coordination_settings(settings)

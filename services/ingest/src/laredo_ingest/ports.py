@@ -57,9 +57,10 @@ class ChangePublisher(Protocol):
 class SnapshotReader(Protocol):
     """Reads tables as of one exported snapshot (a REPEATABLE READ transaction that imported it)."""
 
-    def copy_rows(self, table: TableId, chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
-        """Every row of the table in chunks of up to chunk_rows, each row as TupleData (text values);
-        memory stays constant whatever the table size."""
+    def copy_rows(self, schema: TableSchema, row_filter: str, chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
+        """Every row of the table matching row_filter (SQL, empty = all), with exactly schema.columns in that
+        order, in chunks of up to chunk_rows, each row as TupleData (text values); memory stays constant
+        whatever the table size."""
         ...
 
 
@@ -67,6 +68,9 @@ class SourceDatabase(Protocol):
     """SQL access to the source database over one connection; calls are made one at a time.
 
     Connection failures raise SourceUnavailable (retryable) naming host, port and database.
+    publication() reports, per published table, its published columns and row filter (PostgreSQL 15).
+    change_publication() applies a PublicationChange; a set_tables change runs in one transaction that is
+    rolled back when it would change nothing, so an unchanged publication is not touched.
     """
 
     async def open(self) -> None: ...
@@ -86,6 +90,14 @@ class SourceDatabase(Protocol):
     async def slot(self, name: str) -> SlotInfo | None: ...
 
     async def drop_slot(self, name: str) -> None: ...
+
+    async def drop_publication(self, name: str) -> None: ...
+
+    async def current_wal_lsn(self) -> int: ...
+
+    async def row_estimates(self, tables: Sequence[TableId]) -> Mapping[TableId, int]:
+        """The planner's row count estimate per table (pg_class.reltuples), for baseline progress."""
+        ...
 
     def snapshot(self, snapshot_name: str) -> AbstractAsyncContextManager[SnapshotReader]:
         """Import an exported snapshot at once (before the exporting connection runs anything else)."""
@@ -108,10 +120,15 @@ class CreatedSlot:
 class ReplicationStream(Protocol):
     """One walsender connection: slot creation, then the COPY BOTH stream of pgoutput frames.
 
-    - create_slot() exports a snapshot that stays valid until this connection runs its next command.
+    - create_slot() exports a snapshot that stays valid until this connection runs its next command (a
+      temporary slot disappears with the connection).
+    - start() begins pgoutput with the given proto_version (1 or 2) and, for 2, optionally streaming of
+      in-progress transactions.
     - read_frames() returns at least one CopyData frame ('w' XLogData or 'k' keepalive) in server order,
       waiting as needed; it raises ReplicationInterrupted when the stream ends or the connection breaks.
-    - send_status() may be called while another task waits in read_frames().
+      It is cancellation-safe: cancelled while it waits, it loses no frame (the next call returns it).
+    - send_status() may be called while another task waits in read_frames(); reply_requested asks the
+      server to answer at once with a keepalive (a liveness probe).
     - stop() sends CopyDone and waits for the server to end the stream; close() drops the connection.
     """
 
@@ -119,11 +136,13 @@ class ReplicationStream(Protocol):
 
     async def create_slot(self, name: str, *, temporary: bool) -> CreatedSlot: ...
 
-    async def start(self, slot: str, start_lsn: int, publication: str) -> None: ...
+    async def start(self, slot: str, start_lsn: int, publication: str, *, protocol_version: int = 1,
+                    streaming: bool = False) -> None: ...
 
     async def read_frames(self, max_frames: int) -> Sequence[bytes | memoryview]: ...
 
-    async def send_status(self, write_lsn: int, flush_lsn: int, apply_lsn: int) -> None: ...
+    async def send_status(self, write_lsn: int, flush_lsn: int, apply_lsn: int, *,
+                          reply_requested: bool = False) -> None: ...
 
     async def stop(self) -> None: ...
 
@@ -148,6 +167,18 @@ class Span(Protocol):
 
 
 class Observer(Protocol):
-    """Tracing for the use cases; the OpenTelemetry adapter turns spans into OTel spans."""
+    """Tracing and metrics for the use cases; the OpenTelemetry adapter turns them into OTel spans and
+    instruments (metric names are prefixed `laredo.ingest.`).
+
+    - span(): one unit of work; its trace context goes into the headers of messages published inside it.
+    - record(): one value of a distribution (histogram), e.g. batch_changes per published message.
+    - gauges(): registers a reader called at each metrics collection; it returns current values by name
+      (lag, rates, slot state, baseline progress). Called once, at start-up, from the composition root.
+    All calls are cheap and never raise into the caller.
+    """
 
     def span(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span]: ...
+
+    def record(self, name: str, value: float, attributes: Mapping[str, str] | None = None) -> None: ...
+
+    def gauges(self, read: Callable[[], Mapping[str, float]]) -> None: ...

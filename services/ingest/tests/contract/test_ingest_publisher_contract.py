@@ -217,3 +217,21 @@ async def test_nats_unacknowledged_messages_fail_after_the_ack_deadline(nats_url
     await silent.unsubscribe()
     await publisher.close()
     await connection.close()
+
+
+@pytest.mark.integration
+async def test_nats_a_jetstream_error_reply_fails_the_message(nats_url: str, unique_name: str) -> None:
+    connection = NatsConnection([nats_url])
+    publisher = NatsChangePublisher(connection, max_pending=4, ack_timeout=5.0)
+    spec = StreamSpec(stream_name(unique_name, "src"), (source_subject_filter(unique_name, "src"),), 120.0, 0.0, -1, 1)
+    await publisher.ensure_stream(spec)
+    acks = Acks()
+    await publisher.publish(batch(unique_name, 0x500), acks.callback("good"))
+    await publisher.publish(batch(unique_name, 0x600), acks.callback("refused"),
+                            {"Nats-Expected-Stream": "SOME_OTHER_STREAM"})  # JetStream answers with an error
+    await eventually(lambda: len(acks.results) == 2, what="both answered")
+    assert acks.results["good"] == [None]
+    [error] = acks.results["refused"]
+    assert isinstance(error, IngestError) and "JetStream rejected" in str(error) and "expected stream" in str(error)
+    await publisher.close()
+    await connection.close()

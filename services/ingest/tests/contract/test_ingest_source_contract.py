@@ -17,7 +17,7 @@ from laredo_ingest.adapters.memory import MemoryReplicationStream, MemorySource,
 from laredo_ingest.adapters.psycopg_replication_stream import PsycopgReplicationStream
 from laredo_ingest.adapters.psycopg_source_database import PsycopgSourceDatabase
 from laredo_ingest.domain.pgoutput import Commit, Insert, Relation, decode_message
-from laredo_ingest.domain.prerequisites import PublicationChange
+from laredo_ingest.domain.prerequisites import PublicationChange, PublishedTableSpec
 from laredo_ingest.domain.schema import ReplicaIdentity, TableSchema
 from laredo_ingest.domain.walproto import PRIMARY_KEEPALIVE, XLOG_DATA, XLOG_DATA_HEADER_SIZE
 
@@ -91,6 +91,39 @@ async def test_publication_is_created_altered_and_read_back(source: SourceHarnes
         await db.change_publication(unique_name, PublicationChange(add=(EXTRA,), drop=(ITEMS,)))
         state = await db.publication(unique_name)
         assert state.tables == {EXTRA} and not state.all_tables
+        assert not state.details[EXTRA].has_column_list and not state.details[EXTRA].row_filter
+        await db.drop_publication(unique_name)
+        assert await db.publication(unique_name) is None
+    finally:
+        await db.close()
+
+
+async def test_column_lists_and_row_filters_are_set_and_read_back(source: SourceHarness, unique_name: str) -> None:
+    db = source.database
+    await db.open()
+    try:
+        restricted = PublishedTableSpec(ITEMS, ("id", "name"), "id > 1")
+        await db.change_publication(unique_name, PublicationChange(create=True, add=(ITEMS,),
+                                                                   set_tables=(restricted,)))
+        published = (await db.publication(unique_name)).details[ITEMS]
+        assert published.has_column_list and published.columns == ("id", "name")
+        assert published.row_filter.replace("(", "").replace(")", "") == "id > 1"
+        assert published.fingerprint.startswith("public.items (id,name) WHERE ")
+        await db.change_publication(unique_name, PublicationChange(set_tables=(PublishedTableSpec(ITEMS),
+                                                                               PublishedTableSpec(EXTRA))))
+        state = await db.publication(unique_name)
+        assert state.tables == {ITEMS, EXTRA}
+        assert not state.details[ITEMS].has_column_list and not state.details[ITEMS].row_filter
+    finally:
+        await db.close()
+
+
+async def test_positions_and_estimates(source: SourceHarness) -> None:
+    db = source.database
+    await db.open()
+    try:
+        assert await db.current_wal_lsn() > 0
+        assert set(await db.row_estimates([ITEMS])) <= {ITEMS}
     finally:
         await db.close()
 
@@ -104,15 +137,15 @@ async def test_slot_snapshot_stream_and_confirmation(source: SourceHarness, uniq
         assert identity.database == unique_name and identity.system_identifier
         assert await db.slot(unique_name) is None
         created = await stream.create_slot(unique_name, temporary=False)
-        await db.describe_tables([ITEMS])
+        schema = (await db.describe_tables([ITEMS]))[ITEMS]
         async with db.snapshot(created.snapshot_name) as reader:
-            chunks = [chunk async for chunk in reader.copy_rows(ITEMS, 2)]
+            chunks = [chunk async for chunk in reader.copy_rows(schema, "", 2)]
         assert [len(c) for c in chunks] == [2, 1]
         assert [decode_tuple_exact(t) for c in chunks for t in c] == ROWS
         slot = await db.slot(unique_name)
         assert slot.plugin == "pgoutput" and not slot.temporary and slot.database == unique_name
 
-        await stream.start(unique_name, created.consistent_lsn, unique_name)
+        await stream.start(unique_name, created.consistent_lsn, unique_name, protocol_version=2, streaming=True)
         await source.insert(10, "ten")
         insert, commit = await _read_transaction(stream)
         assert insert.relation_id == source.relation_id

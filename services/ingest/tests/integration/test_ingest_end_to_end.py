@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from laredo_core.changes import Action, BatchKind
+from laredo_core.changes import Action, BatchKind, TableId
 from laredo_core.position import parse_lsn
 from laredo_core.stream.naming import HEADER_END_LSN, HEADER_MSG_ID
 
@@ -21,6 +21,8 @@ from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_state_store import NatsKvStateStore
 from laredo_ingest.application.status import IngestPhase
 from laredo_testing.eventually import eventually
+
+from services.ingest.tests.stream_replica import assert_replica_equals_table
 
 pytestmark = pytest.mark.integration
 
@@ -250,8 +252,8 @@ async def test_the_command_line_streams_until_sigterm(pg, ingest_settings, tmp_p
             await process.wait()
 
 
-async def test_a_terminated_walsender_is_a_restart_from_the_slot(pg, make_app, read_stream, start_app,
-                                                                 unique_name) -> None:
+async def test_a_terminated_walsender_is_a_restart_from_the_slot(pg, pg_dsn, make_app, read_stream, start_app,
+                                                                 nats_url, unique_name) -> None:
     await create_items(pg)
     running = start_app(make_app())
     await eventually(lambda: running.app.status.ready, timeout=30, what="ingest ready")
@@ -261,4 +263,5 @@ async def test_a_terminated_walsender_is_a_restart_from_the_slot(pg, make_app, r
     stored = await eventually(lambda: _has_id(read_stream, 5000), timeout=30, what="the change after the restart")
     assert running.app.status.restarts >= 1 and running.app.status.ready
     assert [m.batch.kind for m in stored].count(BatchKind.BASELINE_BEGIN) == 1
+    await assert_replica_equals_table(nats_url, unique_name, pg_dsn, TableId("public", "items"))
     await running.stop_cleanly()

@@ -15,6 +15,7 @@ from laredo_testing.postgres import PostgresServer
 from laredo_ingest.domain.errors import (
     MissingReplicationPrivilege,
     PublicationError,
+    ReplicationCapacityExhausted,
     SourceUnavailable,
     TableNotFound,
     WalLevelNotLogical,
@@ -29,6 +30,13 @@ NO_RETRY = "sources.main.reconnect.max_attempts = 1"
 def replica_pg_server() -> Iterator[PostgresServer]:
     """A server that cannot do logical decoding."""
     with PostgresServer({"wal_level": "replica"}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tight_pg_server() -> Iterator[PostgresServer]:
+    """A server with room for one replication slot and one WAL sender."""
+    with PostgresServer({"max_replication_slots": 1, "max_wal_senders": 1}) as server:
         yield server
 
 
@@ -92,3 +100,23 @@ async def test_managed_publication_follows_the_configured_tables(pg, ingest_sett
                            (f"{unique_name}_pub",))
     assert [TableId(*row) for row in await cur.fetchall()] == [TableId("public", "items")]
     await running.stop_cleanly()
+
+
+async def test_full_replication_slots_and_wal_senders_are_reported_with_the_fix(
+        tight_pg_server, ingest_settings, make_app, unique_name) -> None:
+    dsn = tight_pg_server.create_database(unique_name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY)")
+        conn.execute("SELECT pg_create_logical_replication_slot('someone_else', 'pgoutput')")
+        try:
+            error = await run_until_error(make_app(ingest_settings(connection=dsn, extra=NO_RETRY)))
+            assert isinstance(error, ReplicationCapacityExhausted) and error.retryable
+            assert "max_replication_slots = 1 and all are in use (someone_else)" in str(error)
+            assert "pg_drop_replication_slot" in str(error)
+        finally:
+            conn.execute("SELECT pg_drop_replication_slot('someone_else')")
+        with psycopg.connect(dsn, replication="database", autocommit=True):  # takes the only WAL sender
+            error = await run_until_error(make_app(ingest_settings(connection=dsn, extra=NO_RETRY)))
+        assert isinstance(error, ReplicationCapacityExhausted)
+        assert "max_wal_senders = 1 and 1 replication connection(s) already" in str(error)
+    tight_pg_server.drop_database(unique_name)

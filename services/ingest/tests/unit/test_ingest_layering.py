@@ -11,7 +11,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "laredo_ingest"
 FORBIDDEN_LIBRARIES = {"grpc", "google", "nats", "redis", "psycopg", "minio", "pyspark", "opentelemetry", "laredo",
                        "aiohttp", "pyhocon"}
 PURE_CORE = {"laredo_core.position", "laredo_core.tuples", "laredo_core.pgtext", "laredo_core.jsonvalue",
-             "laredo_core.changes", "laredo_core.errors", "laredo_core.stream.naming"}
+             "laredo_core.changes", "laredo_core.errors", "laredo_core.stream.naming",
+             # the coordination port and its store-agnostic loops (no Redis import)
+             "laredo_core.coordination.ports", "laredo_core.coordination.heartbeat"}
 INNER = sorted([*(PACKAGE / "domain").glob("*.py"), PACKAGE / "ports.py", *(PACKAGE / "application").glob("*.py")])
 LAYER_ORDER = {"domain": 0, "ports": 1, "application": 2}
 

@@ -85,7 +85,9 @@ def test_relation_key_flag() -> None:
 
 @pytest.mark.parametrize(("data", "complaint"), [
     (b"", "empty"),
-    (b"S" + bytes(8), "unknown pgoutput message type"),
+    (b"Z" + bytes(8), "unknown pgoutput message type"),
+    (b"S" + bytes(3), "corrupt pgoutput 'S'"),
+    (b"E" + bytes(1), "unexpected bytes"),
     (b"B" + bytes(5), "corrupt pgoutput 'B'"),
     (b"R" + struct.pack("!I", 1) + b"public\0users", "unterminated"),
     (b"R" + struct.pack("!I", 1) + b"public\0users\0x" + struct.pack("!h", 0), "replica identity"),

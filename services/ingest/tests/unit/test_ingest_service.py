@@ -227,3 +227,58 @@ async def test_retryable_problems_give_up_after_max_attempts(world: World) -> No
 
 def test_publish_failed_is_retryable() -> None:
     assert PublishFailed("x").retryable
+
+
+async def test_a_reload_publishes_a_new_baseline_at_the_helper_slot_and_skips_older_changes(world: World,
+                                                                                             running) -> None:
+    service, stop, task = running
+    await eventually(lambda: service.status.ready, what="ready")
+    world.source.rows[USERS.table] = [[b"1", b"ann"], [b"9", b"zed"]]  # what the helper snapshot sees
+    outcome = await asyncio.wait_for(service.control.reload([USERS.table]), 5)
+    assert outcome == "re-baselined public.users"
+    ends = world.batches(BatchKind.BASELINE_END)
+    assert len(ends) == 2 and ends[-1].baseline_row_count == 2
+    reload_lsn = ends[-1].commit_lsn
+    assert "laredo_main_rb" not in world.source.slots  # the temporary helper slot is gone
+    assert world.state.states["main"].reload_tables == ()
+    later = world.source.commit([WalBuilder.relation(USERS), ins(10, "after")])
+    await eventually(lambda: service.status.confirmed_lsn == later, what="later change confirmed")
+    [tx] = world.batches(BatchKind.TRANSACTION)
+    assert tx.commit_lsn >= reload_lsn
+    with pytest.raises(LaredoError, match="not a configured table"):
+        await service.control.reload([TableId("public", "nope")])
+    assert service.status.phase is IngestPhase.STREAMING  # a refused request does not end streaming
+
+
+async def test_pause_stops_reading_and_resume_catches_up(world: World, running) -> None:
+    service, stop, task = running
+    await eventually(lambda: service.status.ready, what="ready")
+    assert await service.control.pause() == "paused"
+    assert service.status.phase is IngestPhase.PAUSED and world.state.states["main"].paused
+    end_lsn = world.source.commit([WalBuilder.relation(USERS), ins(4, "dan")])
+    await asyncio.sleep(0.3)  # absence over time: more than a status interval
+    assert not world.batches(BatchKind.TRANSACTION)
+    assert await service.control.resume() == "resumed"
+    await eventually(lambda: service.status.confirmed_lsn == end_lsn, what="caught up after resume")
+    assert not world.state.states["main"].paused
+
+
+async def test_reset_drops_the_slot_and_rebaselines_with_a_resync(world: World, running) -> None:
+    service, stop, task = running
+    await eventually(lambda: service.status.ready, what="ready")
+    outcome = await asyncio.wait_for(service.control.reset(), 5)
+    assert outcome.startswith("slot reset; new baseline")
+    [resync] = world.batches(BatchKind.RESYNC_REQUIRED)
+    assert "reset by an operator" in resync.reason
+    assert len(world.batches(BatchKind.BASELINE_END)) == 2
+    await eventually(lambda: service.status.ready, what="streaming again")
+
+
+async def test_gauges_report_lag_progress_and_state(world: World, running) -> None:
+    service, stop, task = running
+    await eventually(lambda: service.status.ready, what="ready")
+    world.source.commit([WalBuilder.relation(USERS), ins(4, "dan")])
+    await eventually(lambda: service.status.changes == 1, what="one change")
+    gauges = service.status.gauges()
+    assert gauges["changes_total"] == 1 and gauges["streaming"] == 1 and gauges["baseline_running"] == 0
+    assert service.status.report()["baseline"]["rows"] == 3

@@ -102,3 +102,55 @@ def test_unmanaged_publication_problems_say_what_to_run(current, words: list[str
         plan_publication("pub", current, [T1, T2], manage=False, source_id="main")
     for word in words:
         assert word in str(info.value)
+
+
+@pytest.mark.parametrize(("overrides", "resync"), [
+    ({"slot": None}, "was dropped"),
+    ({"slot": dataclasses.replace(SLOT, wal_status="lost")}, "invalidated"),
+    ({"slot": None, "state": dataclasses.replace(STATE, baseline_complete=False)}, ""),  # never streamed
+    ({"slot": None, "state": dataclasses.replace(STATE, system_identifier="other")}, ""),  # another server
+    ({"state": dataclasses.replace(STATE, tables=("public.a",))}, ""),  # a new table: no loss
+    ({"mode": SlotMode.EPHEMERAL}, ""),
+])
+def test_lost_continuity_asks_for_a_resync(overrides: dict, resync: str) -> None:
+    decision = plan(**overrides)
+    assert decision.kind is StartKind.BASELINE
+    assert (resync in decision.resync_reason) if resync else decision.resync_reason == ""
+
+
+def test_table_fingerprints_decide_like_table_names() -> None:
+    assert plan(tables=["public.a", "public.b"]).kind is StartKind.RESUME
+    filtered = plan(tables=["public.a WHERE (x > 1)", "public.b"])
+    assert filtered.kind is StartKind.BASELINE and "configured tables changed" in filtered.reason
+
+
+def test_capacity_checks_name_the_limit_and_the_fix() -> None:
+    from laredo_ingest.domain.errors import ReplicationCapacityExhausted, SourceMisconfigured
+    from laredo_ingest.domain.prerequisites import check_capacity
+
+    full = dataclasses.replace(FACTS, max_replication_slots=2, slots_in_use=("a", "b"))
+    with pytest.raises(ReplicationCapacityExhausted, match=r"max_replication_slots = 2 and all are in use \(a, b\)"):
+        check_capacity(full, slot_exists=False)
+    check_capacity(full, slot_exists=True)  # ours is one of them
+    with pytest.raises(ReplicationCapacityExhausted, match="max_wal_senders = 3 and 3"):
+        check_capacity(dataclasses.replace(FACTS, max_wal_senders=3, wal_senders_in_use=3), slot_exists=True)
+    with pytest.raises(SourceMisconfigured, match="max_wal_senders = 0") as info:
+        check_capacity(dataclasses.replace(FACTS, max_wal_senders=0), slot_exists=True)
+    assert not info.value.retryable
+
+
+def test_restrictions_make_a_managed_publication_set_as_a_whole() -> None:
+    from laredo_ingest.domain.prerequisites import PublishedTable, PublishedTableSpec
+
+    spec = PublishedTableSpec(T1, ("id",), "id > 1")
+    created = plan_publication("pub", None, [T1, T2], manage=True, source_id="main", restrictions=[spec])
+    assert created.create and created.set_tables == (spec, PublishedTableSpec(T2))
+    current = PublicationState(False, frozenset({T1, T2}), {
+        T1: PublishedTable(T1, ("id", "x")), T2: PublishedTable(T2, ("id",), row_filter="(id > 2)")})
+    change = plan_publication("pub", current, [T1, T2], manage=True, source_id="main")
+    assert change.set_tables == (PublishedTableSpec(T1), PublishedTableSpec(T2))  # the filter is dropped
+    with pytest.raises(PublicationError, match="no table of this source configures"):
+        plan_publication("pub", current, [T1], manage=True, source_id="main",
+                         restrictions=[PublishedTableSpec(T3, row_filter="true")])
+    with pytest.raises(PublicationError, match=r"FOR TABLE public.a \(id\) WHERE \(id > 1\)"):
+        plan_publication("pub", None, [T1], manage=False, source_id="main", restrictions=[spec])

@@ -7,7 +7,7 @@ import pytest
 from laredo_core.changes import Action, BatchKind, ColumnInfo, TableId
 from laredo_core.errors import ProtocolError
 from laredo_core.stream.naming import transaction_msg_id
-from laredo_core.tuples import encode_tuple
+from laredo_core.tuples import UNCHANGED, encode_tuple
 
 from laredo_ingest.adapters.memory import WalBuilder
 from laredo_ingest.domain.pgoutput import decode_message
@@ -119,17 +119,80 @@ def test_a_transaction_with_nothing_configured_emits_nothing() -> None:
     assert not asm.in_transaction
 
 
-def test_a_column_change_mid_transaction_seals_the_chunk_that_follows_the_old_columns() -> None:
+def test_a_column_change_mid_transaction_sends_the_old_chunk_then_a_schema_change_event() -> None:
     widened = TableSchema(USERS.table, USERS.relation_id, USERS.columns + (ColumnInfo("age", 23),),
                           USERS.replica_identity)
     wal = WalBuilder()
     frames, end_lsn = wal.transaction([WalBuilder.relation(USERS), ins(16385, 1, "a"),
                                        WalBuilder.relation(widened), ins(16385, 2, "b", 30)])
-    first, second = run(assembler(), frames)
+    first, event, second = run(assembler(), frames)
     assert [c.name for c in first.schema.columns] == ["id", "name"] and not first.last_chunk
+    assert event.kind is BatchKind.SCHEMA_CHANGE and event.subject == first.subject and not event.changes
+    assert [c.name for c in event.old_columns] == ["id", "name"]
+    assert [c.name for c in event.schema.columns] == ["id", "name", "age"] and event.reason == "added age"
+    assert event.commit_lsn == first.commit_lsn
     assert [c.name for c in second.schema.columns] == ["id", "name", "age"] and second.last_chunk
     assert second.schema.columns[0].type_name == "int4"  # catalog facts survive the merge
     assert (second.chunk, second.end_lsn) == (1, end_lsn)
+    assert [b.msg_id for b in run(assembler(), frames)] == [first.msg_id, event.msg_id, second.msg_id]
+
+
+def test_the_first_relation_matching_the_catalog_is_no_schema_change() -> None:
+    wal = WalBuilder()
+    frames, _ = wal.transaction([WalBuilder.relation(USERS), ins(16385, 1, "a")])
+    assert [b.kind for b in run(assembler(), frames)] == [BatchKind.TRANSACTION]
+
+
+def test_a_dropped_column_seen_first_in_a_session_is_a_schema_change_against_the_catalog() -> None:
+    narrowed = TableSchema(USERS.table, USERS.relation_id, USERS.columns[:1], USERS.replica_identity)
+    wal = WalBuilder()
+    frames, _ = wal.transaction([WalBuilder.relation(narrowed), ins(16385, 1)])
+    event, batch = run(assembler(), frames)
+    assert event.kind is BatchKind.SCHEMA_CHANGE and event.reason == "dropped name"
+    assert batch.chunk == 0 and len(batch.schema.columns) == 1
+
+
+def test_a_table_without_a_usable_key_goes_to_its_dead_letter_subject() -> None:
+    keyless = TableSchema(TableId("public", "logs"), 16500, (ColumnInfo("line", 25, "text"),),
+                          ReplicaIdentity.DEFAULT)
+    asm = TransactionAssembler("src", "laredo", {keyless.table: keyless, USERS.table: USERS}, max_changes=10,
+                               max_bytes=1 << 20)
+    wal = WalBuilder()
+    frames, _ = wal.transaction([WalBuilder.relation(keyless), WalBuilder.relation(USERS),
+                                 ins(16500, "hello"), ins(16385, 1, "a")])
+    logs, users = run(asm, frames)
+    assert logs.subject == "laredo.src.deadletter.public.logs" and logs.changes[0].action is Action.INSERT
+    assert users.subject == "laredo.src.table.public.users"
+
+
+def test_full_identity_updates_get_unchanged_toast_values_from_the_old_row() -> None:
+    full = TableSchema(TableId("public", "docs"), 16600,
+                       (ColumnInfo("id", 23, "int4", -1, True), ColumnInfo("body", 25, "text", -1, True)),
+                       ReplicaIdentity.FULL)
+    asm = TransactionAssembler("src", "laredo", {full.table: full}, max_changes=10, max_bytes=1 << 20)
+    wal = WalBuilder()
+    frames, _ = wal.transaction([
+        WalBuilder.relation(full),
+        WalBuilder.update(16600, [b"2", UNCHANGED], old=[b"1", b"big body"], key_only=False),
+        WalBuilder.update(16600, [b"3", UNCHANGED], old=None),
+    ])
+    [batch] = run(asm, frames)
+    assert batch.changes[0].new_tuple == encode_tuple([b"2", b"big body"])
+    assert batch.changes[1].new_tuple == encode_tuple([b"3", UNCHANGED])  # nothing to fill it from
+
+
+def test_skip_before_drops_one_tables_changes_of_earlier_commits_but_keeps_ordinals() -> None:
+    wal = WalBuilder()
+    early, _ = wal.transaction([WalBuilder.relation(USERS), WalBuilder.relation(ORDERS),
+                                ins(16385, 1, "a"), ins(16390, 10)])
+    late, _ = wal.transaction([ins(16385, 2, "b")])
+    late_commit = decode_message(late[0], XLOG_DATA_HEADER_SIZE).final_lsn
+    asm = assembler()
+    asm.skip_before(USERS.table, late_commit)
+    [orders] = run(asm, early)
+    assert orders.schema.table == ORDERS.table and [c.ordinal for c in orders.changes] == [1]
+    [users] = run(asm, late)
+    assert users.commit_lsn == late_commit
 
 
 @pytest.mark.parametrize("messages", [

@@ -51,8 +51,10 @@ def encode_batch(batch: OutboundBatch) -> bytes:
     message = pb.ChangeBatch(
         kind=KIND_TO_PROTO[batch.kind], commit_lsn=batch.commit_lsn, end_lsn=batch.end_lsn, xid=batch.xid,
         commit_time_unix_us=batch.commit_time_unix_us, chunk=batch.chunk, last_chunk=batch.last_chunk,
-        baseline_id=batch.baseline_id, baseline_row_count=batch.baseline_row_count,
+        baseline_id=batch.baseline_id, baseline_row_count=batch.baseline_row_count, reason=batch.reason,
     )
+    if batch.old_columns:
+        message.old_columns.extend(columns_to_proto(batch.old_columns))
     add = message.changes.add
     for change in batch.changes:
         add(action=ACTION_TO_PROTO[change.action], ordinal=change.ordinal, old_tuple=change.old_tuple,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,7 +142,21 @@ class RecordedSpan:
 class RecordingObserver:
     def __init__(self) -> None:
         self.spans: list[RecordedSpan] = []
+        self.records: list[tuple[str, float, dict[str, str]]] = []
+        self.gauge_readers: list[Callable[[], Mapping[str, float]]] = []
         self._ids = itertools.count(1)
+
+    def record(self, name: str, value: float, attributes: Mapping[str, str] | None = None) -> None:
+        self.records.append((name, value, dict(attributes or {})))
+
+    def gauges(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self.gauge_readers.append(read)
+
+    def read_gauges(self) -> dict[str, float]:
+        values: dict[str, float] = {}
+        for read in self.gauge_readers:
+            values.update(read())
+        return values
 
     @contextlib.contextmanager
     def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[RecordedSpan]:

@@ -16,7 +16,7 @@ from laredo_core.changes import TableId
 from laredo_core.tuples import RawValue, encode_tuple
 
 from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse, SourceUnavailable
-from laredo_ingest.domain.prerequisites import PublicationChange, PublicationState, ServerFacts
+from laredo_ingest.domain.prerequisites import PublicationChange, PublicationState, PublishedTable, ServerFacts
 from laredo_ingest.domain.schema import TableSchema
 from laredo_ingest.domain.start_plan import SlotInfo
 from laredo_ingest.ports import CreatedSlot, SystemIdentity
@@ -132,8 +132,12 @@ class _MemorySnapshotReader:
     def __init__(self, rows: Mapping[TableId, list[list[RawValue]]]) -> None:
         self._rows = rows
 
-    async def copy_rows(self, table: TableId, chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
-        rows = self._rows.get(table, [])
+    async def copy_rows(self, schema: TableSchema, row_filter: str,
+                        chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
+        """Row filters are SQL, which this fake does not evaluate: it only accepts none."""
+        if row_filter:
+            raise IngestError(f"the in-memory source cannot evaluate row filter {row_filter!r}")
+        rows = self._rows.get(schema.table, [])
         for start in range(0, len(rows), chunk_rows):
             yield [encode_tuple(r) for r in rows[start:start + chunk_rows]]
             await asyncio.sleep(0)
@@ -156,14 +160,35 @@ class MemorySourceDatabase:
         return {t: self._source.tables[t] for t in tables if t in self._source.tables}
 
     async def publication(self, name: str) -> PublicationState | None:
-        return self._source.publications.get(name)
+        """Like pg_publication_tables: every published table with its published columns."""
+        state = self._source.publications.get(name)
+        if state is None:
+            return None
+        details = {t: state.details.get(t) or PublishedTable(
+            t, tuple(c.name for c in self._source.tables[t].columns) if t in self._source.tables else ())
+            for t in state.tables}
+        return dataclasses.replace(state, details=details)
 
     async def change_publication(self, name: str, change: PublicationChange) -> None:
         current = self._source.publications.get(name)
         tables = set() if current is None or change.create else set(current.tables)
         tables |= set(change.add)
         tables -= set(change.drop)
-        self._source.publications[name] = PublicationState(False, frozenset(tables))
+        details = {}
+        if change.set_tables:
+            tables = {spec.table for spec in change.set_tables}
+            details = {spec.table: PublishedTable(spec.table, spec.columns, bool(spec.columns), spec.row_filter)
+                       for spec in change.set_tables if spec.columns or spec.row_filter}
+        self._source.publications[name] = PublicationState(False, frozenset(tables), details)
+
+    async def drop_publication(self, name: str) -> None:
+        self._source.publications.pop(name, None)
+
+    async def current_wal_lsn(self) -> int:
+        return self._source.wal.lsn
+
+    async def row_estimates(self, tables: Sequence[TableId]) -> Mapping[TableId, int]:
+        return {t: len(self._source.rows.get(t, [])) for t in tables}
 
     async def slot(self, name: str) -> SlotInfo | None:
         return self._source.slots.get(name)
@@ -206,7 +231,8 @@ class MemoryReplicationStream:
         src._snapshots[snapshot] = {t: [list(r) for r in rows] for t, rows in src.rows.items()}
         return CreatedSlot(name, lsn, snapshot)
 
-    async def start(self, slot: str, start_lsn: int, publication: str) -> None:
+    async def start(self, slot: str, start_lsn: int, publication: str, *, protocol_version: int = 1,
+                    streaming: bool = False) -> None:
         info = self._source.slots.get(slot)
         if info is None:
             raise ReplicationInterrupted(f'replication slot "{slot}" does not exist')
@@ -229,7 +255,8 @@ class MemoryReplicationStream:
                 return frames
             await src._changed.wait()
 
-    async def send_status(self, write_lsn: int, flush_lsn: int, apply_lsn: int) -> None:
+    async def send_status(self, write_lsn: int, flush_lsn: int, apply_lsn: int, *,
+                          reply_requested: bool = False) -> None:
         src = self._source
         if src._generation != self._generation:
             raise ReplicationInterrupted("replication connection lost (test fault)")

@@ -27,6 +27,7 @@ from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.adapters.nats_connection import NatsConnection
+from laredo_ingest.adapters.nats_fast_publish import FastPublisher, intercept_replies, sanitize
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError, PublishFailed, StreamSetupFailed
 from laredo_ingest.ports import AckCallback, StreamSpec
@@ -46,8 +47,12 @@ class NatsChangePublisher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._inbox = ""
+        self._inbox_prefix = 0
         self._subscription: Subscription | None = None
         self._watchdog: asyncio.Task[None] | None = None
+        self._sender: FastPublisher | None = None
+        self._trace_source: Mapping[str, str] | None = None
+        self._trace_lines = ""
 
     async def ensure_stream(self, spec: StreamSpec) -> None:
         js = await self._connection.jetstream()
@@ -74,20 +79,17 @@ class NatsChangePublisher:
 
     async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
                       trace_headers: Mapping[str, str] | None = None) -> None:
-        headers = {HEADER_MSG_ID: batch.msg_id, HEADER_KIND: batch.kind.value,
-                   HEADER_COMMIT_LSN: format_lsn(batch.commit_lsn), HEADER_TABLE: str(batch.schema.table)}
-        if batch.end_lsn:
-            headers[HEADER_END_LSN] = format_lsn(batch.end_lsn)
-        if trace_headers:
-            headers.update(trace_headers)
+        headers = self._headers(batch, trace_headers)
         payload = encode_batch(batch)
         await self._window.acquire()
         token = str(next(self._tokens))
         self._pending[token] = (on_ack, asyncio.get_running_loop().time() + self._ack_timeout, batch.msg_id)
         self._idle.clear()
         try:
-            client = await self._connection.client()
-            await client.publish(batch.subject, payload, reply=f"{self._inbox}.{token}", headers=headers)
+            sender = self._sender
+            if sender is None or sender.client.is_closed:
+                sender = self._sender = FastPublisher(await self._connection.client())
+            await sender.publish(batch.subject, f"{self._inbox}.{token}", headers, payload)
         except nats.errors.MaxPayloadError as exc:
             self._complete(token, PublishFailed(
                 f"message {batch.msg_id} is {len(payload)} bytes, more than the NATS max_payload allows; raise "
@@ -100,6 +102,16 @@ class NatsChangePublisher:
             raise
         if self._watchdog is None or self._watchdog.done():
             self._watchdog = asyncio.create_task(self._expire_overdue(), name="ingest-ack-deadline")
+
+    def _headers(self, batch: OutboundBatch, trace_headers: Mapping[str, str] | None) -> bytes:
+        """The header block: one f-string per message, the trace lines encoded once per span."""
+        if trace_headers is not self._trace_source:
+            self._trace_source = trace_headers
+            self._trace_lines = "".join(f"{k}: {sanitize(v)}\r\n" for k, v in (trace_headers or {}).items())
+        end = f"{HEADER_END_LSN}: {format_lsn(batch.end_lsn)}\r\n" if batch.end_lsn else ""
+        return (f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(batch.msg_id)}\r\n{HEADER_KIND}: {batch.kind.value}\r\n"
+                f"{HEADER_COMMIT_LSN}: {format_lsn(batch.commit_lsn)}\r\n"
+                f"{HEADER_TABLE}: {sanitize(str(batch.schema.table))}\r\n{end}{self._trace_lines}\r\n").encode()
 
     async def wait_for_acks(self, timeout: float) -> bool:
         try:
@@ -120,10 +132,20 @@ class NatsChangePublisher:
             self._subscription = None
 
     async def _listen_for_acks(self) -> None:
+        client = await self._connection.client()
+        self._sender = FastPublisher(client)
         if self._subscription is None:
-            client = await self._connection.client()
             self._inbox = client.new_inbox()
+            self._inbox_prefix = len(self._inbox) + 1
             self._subscription = await client.subscribe(f"{self._inbox}.*", cb=self._on_reply)
+            intercept_replies(client, self._subscription._id, self._on_pub_ack)  # noqa: SLF001
+
+    def _on_pub_ack(self, subject: bytes, data: bytes) -> None:
+        """A header-less reply: a PubAck, or a JSON error from JetStream."""
+        token = subject[self._inbox_prefix:].decode()
+        entry = self._pending.get(token)
+        if entry is not None:
+            self._complete(token, _reply_error(data, entry[2]) if b'"error"' in data else None)
 
     async def _on_reply(self, msg: Msg) -> None:
         token = msg.subject[len(self._inbox) + 1:]
@@ -162,10 +184,14 @@ def _ack_error(msg: Msg, msg_id: str) -> IngestError | None:
         return PublishFailed(f"no JetStream stream stored {msg_id} (no responders): was the stream deleted?")
     if b'"error"' not in msg.data:
         return None
+    return _reply_error(msg.data, msg_id)
+
+
+def _reply_error(data: bytes, msg_id: str) -> IngestError:
     try:
-        error = json.loads(msg.data).get("error", {})
+        error = json.loads(data).get("error", {})
     except ValueError:
-        return PublishFailed(f"unreadable JetStream reply for {msg_id}: {msg.data[:200]!r}")
+        return PublishFailed(f"unreadable JetStream reply for {msg_id}: {data[:200]!r}")
     return PublishFailed(f"JetStream rejected {msg_id}: {error.get('description', error)} "
                          f"(code {error.get('err_code', '?')})")
 

@@ -2,7 +2,8 @@
 
 Layout: bucket `laredo_ingest` (configurable), key = the source id (characters outside [A-Za-z0-9_-] as
 =XX hex), value = {"slot_name", "system_identifier", "baseline_lsn" ("X/Y"), "baseline_complete",
-"tables" (sorted "schema.table"), "baseline_id", "updated_unix_ms"}.
+"tables" (sorted table fingerprints: "schema.table", plus " (col,...)" for a column list and " WHERE expr"
+for a row filter), "baseline_id", "reload_tables" (pending re-baselines), "paused", "updated_unix_ms"}.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def _encode(state: IngestState) -> bytes:
         "slot_name": state.slot_name, "system_identifier": state.system_identifier,
         "baseline_lsn": format_lsn(state.baseline_lsn), "baseline_complete": state.baseline_complete,
         "tables": list(state.tables), "baseline_id": state.baseline_id,
+        "reload_tables": list(state.reload_tables), "paused": state.paused,
         "updated_unix_ms": int(time.time() * 1000),
     }, separators=(",", ":")).encode()
 
@@ -92,7 +94,8 @@ def _decode(data: bytes, source_id: str) -> IngestState:
     try:
         doc = json.loads(data)
         return IngestState(str(doc["slot_name"]), str(doc["system_identifier"]), parse_lsn(doc["baseline_lsn"]),
-                           bool(doc["baseline_complete"]), tuple(doc["tables"]), str(doc.get("baseline_id", "")))
+                           bool(doc["baseline_complete"]), tuple(doc["tables"]), str(doc.get("baseline_id", "")),
+                           tuple(doc.get("reload_tables", ())), bool(doc.get("paused", False)))
     except (ValueError, KeyError, TypeError) as exc:
         raise IngestError(f"ingest state of source {source_id} is unreadable ({exc!r}); delete the key to "
                           "force a new baseline") from exc

@@ -1,15 +1,59 @@
-"""Observer on OpenTelemetry: spans from the use cases, with their W3C context for message headers."""
+"""Observer on OpenTelemetry: spans (with their W3C context for message headers) and metrics.
+
+Metric names get the prefix `laredo.ingest.`: histograms from record() (e.g. `laredo.ingest.batch_changes`),
+and one observable gauge per name returned by the gauges() readers (e.g. `laredo.ingest.lag_bytes`,
+`laredo.ingest.lag_seconds`, `laredo.ingest.changes_per_second`, `laredo.ingest.baseline_rows`).
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import Tracer
 
+from laredo_core.config import TelemetrySettings
 from laredo_core.telemetry import inject_headers
+
+log = logging.getLogger(__name__)
+PREFIX = "laredo.ingest."
+
+
+METRICS_EXPORT_SECONDS = 15.0
+
+
+def build_meter_provider(settings: TelemetrySettings, service_name: str, *,
+                         reader: MetricReader | None = None) -> MeterProvider:
+    """Metrics exported like traces (telemetry.exporter: otlp, console, none); `reader` overrides (tests)."""
+    readers: list[MetricReader] = []
+    if reader is not None:
+        readers.append(reader)
+    elif settings.exporter == "otlp":
+        readers.append(PeriodicExportingMetricReader(_otlp_metric_exporter(settings),
+                                                     export_interval_millis=METRICS_EXPORT_SECONDS * 1000))
+    elif settings.exporter == "console":
+        readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(),
+                                                     export_interval_millis=METRICS_EXPORT_SECONDS * 1000))
+    resource = Resource.create({"service.name": service_name, "service.namespace": settings.service_namespace})
+    return MeterProvider(resource=resource, metric_readers=readers)
+
+
+def _otlp_metric_exporter(settings: TelemetrySettings) -> Any:
+    if settings.otlp_protocol == "http":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
+
+        endpoint = settings.otlp_endpoint.rstrip("/")
+        return HttpExporter(endpoint=endpoint if endpoint.endswith("/v1/metrics") else endpoint + "/v1/metrics")
+    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
+
+    return GrpcExporter(endpoint=settings.otlp_endpoint, insecure=settings.otlp_endpoint.startswith("http://"))
 
 
 class _OtelSpan:
@@ -25,11 +69,72 @@ class _OtelSpan:
         return inject_headers(trace.set_span_in_context(self._span))
 
 
+class _NullSpan:
+    """What span() yields when tracing is off: nothing recorded, no trace headers on messages."""
+
+    __slots__ = ()
+
+    def set(self, key: str, value: Any) -> None:
+        pass
+
+    def trace_headers(self) -> dict[str, str]:
+        return {}
+
+
+_NULL_SPAN = _NullSpan()
+
+
 class OtelObserver:
-    def __init__(self, tracer_provider: trace.TracerProvider) -> None:
+    """tracing=False (telemetry.exporter = none and no exporter given): span() costs nothing. A span and
+    its headers cost about 30 µs, which matters when every transaction is one message."""
+
+    def __init__(self, tracer_provider: trace.TracerProvider,
+                 meter_provider: metrics.MeterProvider | None = None, *, tracing: bool = True) -> None:
+        self._tracing = tracing
         self._tracer: Tracer = tracer_provider.get_tracer("laredo_ingest")
+        self._meter: Meter = (meter_provider or metrics.get_meter_provider()).get_meter("laredo_ingest")
+        self._histograms: dict[str, Histogram] = {}
+        self._readers: list[Callable[[], Mapping[str, float]]] = []
+        self._gauge_names: set[str] = set()
+        self._last: dict[str, float] = {}
 
     @contextlib.contextmanager
-    def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[_OtelSpan]:
+    def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[_OtelSpan | _NullSpan]:
+        if not self._tracing:
+            yield _NULL_SPAN
+            return
         with self._tracer.start_as_current_span(name, attributes=dict(attributes)) as span:
             yield _OtelSpan(span)
+
+    def record(self, name: str, value: float, attributes: Mapping[str, str] | None = None) -> None:
+        histogram = self._histograms.get(name)
+        if histogram is None:
+            histogram = self._histograms[name] = self._meter.create_histogram(PREFIX + name)
+        histogram.record(value, attributes=dict(attributes) if attributes else None)
+
+    def gauges(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self._readers.append(read)
+        for name in read():
+            if name not in self._gauge_names:
+                self._gauge_names.add(name)
+                self._meter.create_observable_gauge(PREFIX + name, callbacks=[self._callback(name)])
+
+    def _callback(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_: CallbackOptions) -> Iterable[Observation]:
+            if name in self._last:  # read once per collection: the first gauge's callback refreshes all
+                value = self._last.pop(name)
+            else:
+                self._last = self._read_all()
+                value = self._last.pop(name, None)
+            return [] if value is None else [Observation(value)]
+
+        return observe
+
+    def _read_all(self) -> dict[str, float]:
+        values: dict[str, float] = {}
+        for read in self._readers:
+            try:
+                values.update(read())
+            except Exception:  # noqa: BLE001 - a metrics collection must never break
+                log.debug("reading ingest gauges failed", exc_info=True)
+        return values

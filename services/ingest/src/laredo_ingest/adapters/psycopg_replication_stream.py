@@ -19,7 +19,7 @@ from psycopg import pq
 from laredo_core.position import format_lsn, parse_lsn
 
 from laredo_ingest.adapters.pg_connection import connect_error, describe_dsn, session_conninfo, wrap_errors
-from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse
+from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse, SlotLost
 from laredo_ingest.domain.walproto import standby_status_update
 from laredo_ingest.ports import CreatedSlot, SystemIdentity
 
@@ -60,14 +60,21 @@ class PsycopgReplicationStream:
                 raise exc
         return CreatedSlot(slot_name, parse_lsn(consistent_point), snapshot_name)
 
-    async def start(self, slot: str, start_lsn: int, publication: str) -> None:
+    async def start(self, slot: str, start_lsn: int, publication: str, *, protocol_version: int = 1,
+                    streaming: bool = False) -> None:
         publication_names = '"' + publication.replace('"', '""') + '"'
-        command = (f"START_REPLICATION SLOT {_slot(slot)} LOGICAL {format_lsn(start_lsn)} (proto_version '1', "
-                   f"publication_names '{publication_names.replace(chr(39), chr(39) * 2)}', messages 'true')")
+        options = [f"proto_version '{int(protocol_version)}'",
+                   "publication_names '" + publication_names.replace("'", "''") + "'", "messages 'true'"]
+        if streaming:
+            options.append("streaming 'on'")
+        command = f"START_REPLICATION SLOT {_slot(slot)} LOGICAL {format_lsn(start_lsn)} ({', '.join(options)})"
         try:
             await self._c().execute(command)
         except psycopg.errors.ObjectInUse as exc:
             raise SlotInUse(f"replication slot {slot} on {self._where} is in use by another connection") from exc
+        except (psycopg.errors.UndefinedObject, psycopg.errors.ObjectNotInPrerequisiteState) as exc:
+            raise SlotLost(f"replication slot {slot} on {self._where} cannot be streamed: {exc}; the next start "
+                           "recreates it and re-baselines") from exc
         except psycopg.OperationalError as exc:
             raise ReplicationInterrupted(f"START_REPLICATION on {self._where} failed: {exc}") from exc
         except psycopg.Error as exc:
@@ -95,8 +102,10 @@ class PsycopgReplicationStream:
         except psycopg.OperationalError as exc:
             raise ReplicationInterrupted(f"replication connection to {self._where} lost: {exc}") from exc
 
-    async def send_status(self, write_lsn: int, flush_lsn: int, apply_lsn: int) -> None:
-        message = standby_status_update(write_lsn, flush_lsn, apply_lsn, time.time_ns() // 1000)
+    async def send_status(self, write_lsn: int, flush_lsn: int, apply_lsn: int, *,
+                          reply_requested: bool = False) -> None:
+        message = standby_status_update(write_lsn, flush_lsn, apply_lsn, time.time_ns() // 1000,
+                                        reply_requested=reply_requested)
         async with self._write_lock:
             pg = self._streaming()
             try:

@@ -14,7 +14,14 @@ from laredo_core.tuples import encode_tuple
 
 from laredo_ingest.adapters.pg_connection import connect_error, describe_dsn, session_conninfo, wrap_errors
 from laredo_ingest.domain.errors import PublicationError, SlotInUse, SourceUnavailable
-from laredo_ingest.domain.prerequisites import PublicationChange, PublicationState, ServerFacts
+from laredo_ingest.domain.prerequisites import (
+    PG15,
+    PublicationChange,
+    PublicationState,
+    PublishedTable,
+    PublishedTableSpec,
+    ServerFacts,
+)
 from laredo_ingest.domain.schema import CatalogType, ReplicaIdentity, TableSchema, identity_key_flags, resolve_base_type
 from laredo_ingest.domain.start_plan import SlotInfo
 
@@ -45,9 +52,27 @@ SELECT oid, typname, typtype, typcategory, typelem, typbasetype FROM ty
 """
 _SLOT = """
 SELECT slot_name, coalesce(plugin, ''), coalesce(database, ''), temporary, active,
-       coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, '')
+       coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, ''), safe_wal_size
 FROM pg_replication_slots WHERE slot_name = %s
 """
+_FACTS = """
+SELECT current_setting('wal_level'), r.rolname, r.rolsuper, r.rolreplication,
+       current_setting('server_version_num')::int,
+       current_setting('max_replication_slots')::int,
+       (SELECT coalesce(array_agg(slot_name::text ORDER BY slot_name), '{}') FROM pg_replication_slots),
+       current_setting('max_wal_senders')::int,
+       (SELECT count(*) FROM pg_stat_replication)::int
+FROM pg_roles r WHERE r.rolname = current_user
+"""
+_PUBLISHED = """
+SELECT pt.schemaname, pt.tablename, pt.attnames::text[], coalesce(pt.rowfilter, ''), pr.prattrs IS NOT NULL
+FROM pg_publication_tables pt
+JOIN pg_publication p ON p.pubname = pt.pubname
+LEFT JOIN pg_publication_rel pr
+  ON pr.prpubid = p.oid AND pr.prrelid = format('%%I.%%I', pt.schemaname, pt.tablename)::regclass
+WHERE pt.pubname = %s
+"""
+_PUBLISHED_PG14 = "SELECT schemaname, tablename, NULL::text[], '', false FROM pg_publication_tables WHERE pubname = %s"
 
 
 class PsycopgSourceDatabase:
@@ -55,7 +80,7 @@ class PsycopgSourceDatabase:
         self._dsn = dsn
         self._where = describe_dsn(dsn)
         self._conn: psycopg.AsyncConnection | None = None
-        self._schemas: dict[TableId, TableSchema] = {}
+        self._version = PG15
 
     async def open(self) -> None:
         try:
@@ -70,11 +95,29 @@ class PsycopgSourceDatabase:
 
     async def server_facts(self) -> ServerFacts:
         async with wrap_errors("checking the server", self._dsn):
+            cur = await self._c().execute(_FACTS)
+            row = await cur.fetchone()
+        if row is None:
+            raise SourceUnavailable(f"cannot read the role of the current user on {self._where}")
+        wal_level, role, superuser, replication, version, max_slots, slots, max_senders, senders = row
+        self._version = version
+        return ServerFacts(self._where, role, wal_level, superuser, replication, version, max_slots,
+                           tuple(slots), max_senders, senders)
+
+    async def current_wal_lsn(self) -> int:
+        async with wrap_errors("reading the current WAL position", self._dsn):
+            cur = await self._c().execute("SELECT pg_current_wal_lsn()::text")
+            row = await cur.fetchone()
+        return parse_lsn(row[0]) if row else 0
+
+    async def row_estimates(self, tables: Sequence[TableId]) -> Mapping[TableId, int]:
+        async with wrap_errors("reading row estimates", self._dsn):
             cur = await self._c().execute(
-                "SELECT current_setting('wal_level'), rolname, rolsuper, rolreplication "
-                "FROM pg_roles WHERE rolname = current_user")
-            wal_level, role, superuser, replication = await cur.fetchone()  # type: ignore[misc]
-        return ServerFacts(self._where, role, wal_level, superuser, replication)
+                "SELECT n.nspname, c.relname, greatest(c.reltuples, 0)::bigint FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE (n.nspname, c.relname) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+                ([t.schema for t in tables], [t.name for t in tables]))
+            return {TableId(schema, name): int(rows) for schema, name, rows in await cur.fetchall()}
 
     async def describe_tables(self, tables: Sequence[TableId]) -> Mapping[TableId, TableSchema]:
         async with wrap_errors("reading the catalog", self._dsn):
@@ -93,7 +136,6 @@ class PsycopgSourceDatabase:
             identity = ReplicaIdentity(identity_code)
             index_columns = frozenset(r[1] for r in rows if r[6])
             schemas[table] = TableSchema(table, oid, identity_key_flags(columns, identity, index_columns), identity)
-        self._schemas.update(schemas)
         return schemas
 
     async def publication(self, name: str) -> PublicationState | None:
@@ -102,23 +144,18 @@ class PsycopgSourceDatabase:
             row = await cur.fetchone()
             if row is None:
                 return None
-            cur = await self._c().execute(
-                "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (name,))
-            tables = frozenset(TableId(s, t) for s, t in await cur.fetchall())
-        return PublicationState(bool(row[0]), tables)
+            query = _PUBLISHED if self._version >= PG15 else _PUBLISHED_PG14
+            cur = await self._c().execute(query, (name,))
+            details = {TableId(s, t): PublishedTable(TableId(s, t), tuple(cols or ()), bool(listed), rowfilter)
+                       for s, t, cols, rowfilter, listed in await cur.fetchall()}
+        return PublicationState(bool(row[0]), frozenset(details), details)
 
     async def change_publication(self, name: str, change: PublicationChange) -> None:
-        pub = sql.Identifier(name)
-        statements = []
-        if change.create:
-            statements.append(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(pub, _tables(change.add)))
-        else:
-            if change.add:
-                statements.append(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(pub, _tables(change.add)))
-            if change.drop:
-                statements.append(sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(pub, _tables(change.drop)))
         try:
-            for statement in statements:
+            if change.set_tables and not change.create:
+                await self._set_publication_tables(name, change)
+                return
+            for statement in _publication_statements(name, change):
                 await self._c().execute(statement)
         except psycopg.OperationalError as exc:
             raise SourceUnavailable(f"changing publication {name} on {self._where}: connection lost") from exc
@@ -128,14 +165,31 @@ class PsycopgSourceDatabase:
                 "of the tables (and CREATE on the database), or create the publication yourself and set "
                 "publication.create = false") from exc
 
+    async def _set_publication_tables(self, name: str, change: PublicationChange) -> None:
+        """SET TABLE in a transaction; rolled back when PostgreSQL's own rendering of the result equals
+        what was there, so an unchanged publication is not touched (and consumers need no new baseline)."""
+        before = await self.publication(name)
+        conn = self._c()
+        async with conn.transaction() as tx:
+            await conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+                sql.Identifier(name), _table_specs(change.set_tables)))
+            after = await self.publication(name)
+            if before is not None and after is not None and before.details == after.details:
+                raise psycopg.Rollback(tx)
+
+    async def drop_publication(self, name: str) -> None:
+        async with wrap_errors(f"dropping publication {name}", self._dsn):
+            await self._c().execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
+
     async def slot(self, name: str) -> SlotInfo | None:
         async with wrap_errors(f"reading replication slot {name}", self._dsn):
             cur = await self._c().execute(_SLOT, (name,))
             row = await cur.fetchone()
         if row is None:
             return None
-        slot_name, plugin, database, temporary, active, confirmed, wal_status = row
-        return SlotInfo(slot_name, plugin, database, temporary, active, parse_lsn(confirmed), wal_status)
+        slot_name, plugin, database, temporary, active, confirmed, wal_status, safe_wal_size = row
+        return SlotInfo(slot_name, plugin, database, temporary, active, parse_lsn(confirmed), wal_status,
+                        safe_wal_size)
 
     async def drop_slot(self, name: str) -> None:
         try:
@@ -156,7 +210,7 @@ class PsycopgSourceDatabase:
             await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             await conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
         try:
-            yield _PsycopgSnapshotReader(conn, self._schemas, self._dsn)
+            yield _PsycopgSnapshotReader(conn, self._dsn)
         except BaseException:
             await self.close()  # the transaction (and a COPY in progress) ends with the connection
             raise
@@ -170,14 +224,19 @@ class PsycopgSourceDatabase:
 
 
 class _PsycopgSnapshotReader:
-    def __init__(self, conn: psycopg.AsyncConnection, schemas: Mapping[TableId, TableSchema], dsn: str) -> None:
-        self._conn, self._schemas, self._dsn = conn, schemas, dsn
+    def __init__(self, conn: psycopg.AsyncConnection, dsn: str) -> None:
+        self._conn, self._dsn = conn, dsn
 
-    async def copy_rows(self, table: TableId, chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
-        # Explicit columns: the same (non-dropped, non-generated) columns in the same order as pgoutput sends.
-        columns = sql.SQL(", ").join(sql.Identifier(c.name) for c in self._schemas[table].columns)
-        query = sql.SQL("COPY {}.{} ({}) TO STDOUT").format(sql.Identifier(table.schema),
-                                                           sql.Identifier(table.name), columns)
+    async def copy_rows(self, schema: TableSchema, row_filter: str,
+                        chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
+        # Explicit columns: the same (published, non-dropped, non-generated) columns in the order pgoutput sends.
+        table = schema.table
+        columns = sql.SQL(", ").join(sql.Identifier(c.name) for c in schema.columns)
+        source = sql.SQL("{}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.name))
+        if row_filter:  # the publication's own (deparsed) filter: the baseline holds the rows the stream would
+            query = sql.SQL("COPY (SELECT {} FROM {} WHERE {}) TO STDOUT").format(columns, source, sql.SQL(row_filter))
+        else:
+            query = sql.SQL("COPY {} ({}) TO STDOUT").format(source, columns)
         chunk: list[bytes] = []
         async with wrap_errors(f"copying {table}", self._dsn):
             async with self._conn.cursor().copy(query) as copy:
@@ -188,6 +247,31 @@ class _PsycopgSnapshotReader:
                         chunk = []
         if chunk:
             yield chunk
+
+
+def _publication_statements(name: str, change: PublicationChange) -> list[sql.Composable]:
+    pub = sql.Identifier(name)
+    if change.create:
+        tables = _table_specs(change.set_tables) if change.set_tables else _tables(change.add)
+        return [sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(pub, tables)]
+    statements: list[sql.Composable] = []
+    if change.add:
+        statements.append(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(pub, _tables(change.add)))
+    if change.drop:
+        statements.append(sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(pub, _tables(change.drop)))
+    return statements
+
+
+def _table_specs(specs: Sequence[PublishedTableSpec]) -> sql.Composable:
+    parts = []
+    for spec in specs:
+        part = sql.SQL("{}.{}").format(sql.Identifier(spec.table.schema), sql.Identifier(spec.table.name))
+        if spec.columns:
+            part = sql.SQL("{} ({})").format(part, sql.SQL(", ").join(sql.Identifier(c) for c in spec.columns))
+        if spec.row_filter:  # an operator-written SQL expression from the configuration
+            part = sql.SQL("{} WHERE ({})").format(part, sql.SQL(spec.row_filter))
+        parts.append(part)
+    return sql.SQL(", ").join(parts)
 
 
 def _tables(tables: Sequence[TableId]) -> sql.Composable:

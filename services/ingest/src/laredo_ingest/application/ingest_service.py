@@ -2,7 +2,8 @@
 
 Every attempt runs the whole start-up, so a lost connection, a failed publish or a crash all recover the
 same way: the slot (stateful) or a new baseline (ephemeral, or an unfinished baseline) decides where the
-stream continues, and JetStream drops whatever is published twice.
+stream continues, and JetStream drops whatever is published twice. When the slot of a completed baseline
+is gone or invalidated, downstream is told (RESYNC_REQUIRED) before the new baseline.
 """
 
 from __future__ import annotations
@@ -12,51 +13,44 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from laredo_core.changes import TableId
 from laredo_core.errors import LaredoError
 from laredo_core.position import format_lsn
 
-from laredo_ingest.application.baseline import publish_baseline
+from laredo_ingest.application.baseline import BaselineJob, publish_baseline
+from laredo_ingest.application.control import IngestControl
 from laredo_ingest.application.options import IngestOptions
-from laredo_ingest.application.startup import check_slot_free, prepare_source
+from laredo_ingest.application.session_factory import SessionFactory
+from laredo_ingest.application.startup import PreparedSource, check_slot_free, prepare_source
 from laredo_ingest.application.status import IngestPhase, IngestStatus
-from laredo_ingest.application.streamer import StreamingSession
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.domain.backoff import Backoff
 from laredo_ingest.domain.baseline import make_baseline_id
-from laredo_ingest.domain.schema import TableSchema
 from laredo_ingest.domain.start_plan import IngestState, SlotMode, StartKind, plan_start
-from laredo_ingest.domain.transaction import TransactionAssembler
-from laredo_ingest.ports import (
-    ChangePublisher,
-    Observer,
-    ReplicationStream,
-    SourceDatabase,
-    StateStore,
-    SystemIdentity,
-)
+from laredo_ingest.application.ingest_ports import IngestPorts
+from laredo_ingest.ports import ReplicationStream, SourceDatabase, SystemIdentity
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class IngestPorts:
-    database: Callable[[], SourceDatabase]  # a new, unopened connection per attempt
-    replication: Callable[[], ReplicationStream]
-    publisher: ChangePublisher
-    state: StateStore
-    observer: Observer
+@dataclasses.dataclass(slots=True)
+class _Reset:
+    reason: str
+    drop_publication: bool
+    request: object | None = None  # the control request to finish once the new baseline is complete
 
 
 class IngestService:
-    def __init__(self, options: IngestOptions, ports: IngestPorts, status: IngestStatus) -> None:
+    def __init__(self, options: IngestOptions, ports: IngestPorts, status: IngestStatus,
+                 control: IngestControl | None = None) -> None:
         self._options = options
         self._ports = ports
         self.status = status
+        self.control = control or IngestControl()
+        self._reset: _Reset | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run attempts until `stop` is set; raise a non-retryable error, or the last one when attempts run out."""
@@ -91,71 +85,92 @@ class IngestService:
         db, stream = ports.database(), ports.replication()
         try:
             await db.open()
-            schemas = await prepare_source(db, o)
+            if self._reset is not None and self._reset.drop_publication:
+                if o.publication_create:  # recreated by prepare_source just below
+                    await db.drop_publication(o.publication_name)
+                else:
+                    log.warning("reset: publication %s is not managed by ingest (publication.create = false); "
+                                "it is kept", o.publication_name)
+            prepared = await prepare_source(db, o)
+            self.status.keyless_tables = tuple(map(str, prepared.keyless))
             identity = await stream.open()
             await ports.publisher.ensure_stream(o.stream_spec())
-            start_lsn = await _unless_stopped(self._resume_or_baseline(db, stream, identity, schemas), stop)
-            await db.close()  # not needed while streaming
-            if start_lsn is None:
+            started = await _unless_stopped(self._resume_or_baseline(db, stream, identity, prepared), stop)
+            if started is None:
                 return  # stopped during start-up or baseline: an unfinished baseline is redone next time
-            await self._stream(stream, schemas, start_lsn, stop)
+            start_lsn, state = started
+            factory = SessionFactory(o, ports, self.status, self.control, self._record_state)
+            session = factory.build(db, stream, prepared, start_lsn, state)
+            await session.run(stop)
+            if session.reset_request is not None:
+                self._reset = _Reset("the replication slot was reset by an operator",
+                                     bool(getattr(session.reset_request, "drop_publication", False)),
+                                     session.reset_request)
         finally:
             await stream.close()
             await db.close()
 
     async def _resume_or_baseline(self, db: SourceDatabase, stream: ReplicationStream, identity: SystemIdentity,
-                                  schemas: Mapping[TableId, TableSchema]) -> int:
+                                  prepared: PreparedSource) -> tuple[int, IngestState]:
         o = self._options
-        slot = await db.slot(o.slot_name)
+        slot = prepared.slot
         check_slot_free(slot)
-        state = await self._ports.state.get(o.source_id) if o.slot_mode is SlotMode.STATEFUL else None
+        state = await self._ports.state.get(o.source_id)
         plan = plan_start(mode=o.slot_mode, slot_name=o.slot_name, database=identity.database, slot=slot,
-                          state=state, system_identifier=identity.system_identifier, tables=o.tables,
+                          state=state if o.slot_mode is SlotMode.STATEFUL else None,
+                          system_identifier=identity.system_identifier, tables=prepared.fingerprints,
                           always_baseline=o.always_baseline)
-        if plan.kind is StartKind.RESUME and slot is not None:
+        resync = plan.resync_reason
+        if self._reset is not None:
+            resync = self._reset.reason
+        elif plan.kind is StartKind.RESUME and slot is not None and state is not None:
             log.info("resuming slot %s at %s: %s", o.slot_name, format_lsn(slot.confirmed_flush_lsn), plan.reason)
-            self.status.baseline_complete, self.status.baseline_id = True, state.baseline_id if state else ""
+            self.status.baseline_complete, self.status.baseline_id = True, state.baseline_id
             self.status.confirmed_lsn = slot.confirmed_flush_lsn
-            return slot.confirmed_flush_lsn
-        log.info("taking a baseline of %s: %s", ", ".join(map(str, o.tables)), plan.reason)
-        if plan.drop_existing_slot:
+            return slot.confirmed_flush_lsn, state
+        log.info("taking a baseline of %s: %s", ", ".join(map(str, o.tables)), resync or plan.reason)
+        if slot is not None:
             await db.drop_slot(o.slot_name)
-        return await self._baseline(db, stream, identity, list(schemas.values()))
+        paused = state.paused if state is not None else False
+        return await self._baseline(db, stream, identity, prepared, resync, paused)
 
     async def _baseline(self, db: SourceDatabase, stream: ReplicationStream, identity: SystemIdentity,
-                        schemas: list[TableSchema]) -> int:
+                        prepared: PreparedSource, resync_reason: str, paused: bool) -> tuple[int, IngestState]:
         o, status = self._options, self.status
         status.phase, status.baseline_complete, status.baseline_rows = IngestPhase.BASELINE, False, 0
-        state = IngestState(o.slot_name, identity.system_identifier, 0, False, IngestState.table_names(o.tables))
+        state = IngestState(o.slot_name, identity.system_identifier, 0, False, prepared.fingerprints,
+                            paused=paused)
         await self._ports.state.put(o.source_id, state)  # before the slot exists: a crash from here re-baselines
         created = await stream.create_slot(o.slot_name, temporary=o.slot_mode is SlotMode.EPHEMERAL)
         baseline_id = make_baseline_id(created.consistent_lsn, int(time.time() * 1000))
         publisher = TrackedPublisher(self._ports.publisher, created.consistent_lsn, status)
+        job = BaselineJob(source_id=o.source_id, subject_prefix=o.subject_prefix, baseline_id=baseline_id,
+                          snapshot_lsn=created.consistent_lsn, schemas=[prepared.schemas[t] for t in o.tables],
+                          row_filters=prepared.row_filters, chunk_rows=o.baseline_chunk_rows,
+                          resync_reason=resync_reason)
+        expected = sum((await db.row_estimates(o.tables)).values())
         async with db.snapshot(created.snapshot_name) as reader:
-            await publish_baseline(reader, publisher, self._ports.observer, status, source_id=o.source_id,
-                                   subject_prefix=o.subject_prefix, baseline_id=baseline_id,
-                                   snapshot_lsn=created.consistent_lsn, schemas=schemas,
-                                   chunk_rows=o.baseline_chunk_rows, ack_timeout=o.baseline_ack_timeout)
-        await self._ports.state.put(o.source_id, dataclasses.replace(
-            state, baseline_lsn=created.consistent_lsn, baseline_complete=True, baseline_id=baseline_id))
+            await publish_baseline(reader, publisher, self._ports.observer, status, job,
+                                   ack_timeout=o.baseline_ack_timeout, expected_rows=expected)
+        state = dataclasses.replace(state, baseline_lsn=created.consistent_lsn, baseline_complete=True,
+                                    baseline_id=baseline_id)
+        await self._ports.state.put(o.source_id, state)
         status.baseline_complete, status.baseline_id = True, baseline_id
         status.confirmed_lsn = created.consistent_lsn
         log.info("baseline %s complete: %d rows at %s", baseline_id, status.baseline_rows,
                  format_lsn(created.consistent_lsn))
-        return created.consistent_lsn
+        if self._reset is not None:
+            request, self._reset = self._reset.request, None
+            if request is not None:
+                self.control.finish(request, f"slot reset; new baseline {baseline_id}")  # type: ignore[arg-type]
+        return created.consistent_lsn, state
 
-    async def _stream(self, stream: ReplicationStream, schemas: Mapping[TableId, TableSchema], start_lsn: int,
-                      stop: asyncio.Event) -> None:
+    async def _record_state(self, **changes: Any) -> None:
+        """Update fields of the stored state (pending re-baselines, paused)."""
         o = self._options
-        await stream.start(o.slot_name, start_lsn, o.publication_name)
-        self.status.phase = IngestPhase.STREAMING
-        log.info("streaming slot %s from %s", o.slot_name, format_lsn(start_lsn))
-        assembler = TransactionAssembler(o.source_id, o.subject_prefix, schemas, max_changes=o.max_batch_changes,
-                                         max_bytes=o.max_batch_bytes)
-        publisher = TrackedPublisher(self._ports.publisher, start_lsn, self.status)
-        session = StreamingSession(stream, publisher, assembler, self._ports.observer, self.status,
-                                   status_interval=o.status_interval, stop_timeout=o.stop_timeout)
-        await session.run(stop)
+        state = await self._ports.state.get(o.source_id)
+        if state is not None:
+            await self._ports.state.put(o.source_id, dataclasses.replace(state, **changes))
 
 
 async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> T | None:
@@ -170,3 +185,6 @@ async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> 
             task.cancel()
         await asyncio.gather(task, stopped, return_exceptions=True)
     return None if task.cancelled() else task.result()
+
+
+__all__ = ["IngestPorts", "IngestService"]

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+from dataclasses import dataclass, field
 
 from laredo_core.changes import TableId
 from laredo_core.stream.naming import source_subject_filter, stream_name
 
+from laredo_ingest.domain.prerequisites import PublishedTableSpec
 from laredo_ingest.domain.start_plan import SlotMode
 from laredo_ingest.ports import StreamSpec
+
+
+class KeylessPolicy(enum.Enum):
+    """What to do with a configured table that has no usable key."""
+
+    DEADLETTER = "deadletter"  # report it at start-up; its messages go to the dead-letter subject
+    FAIL = "fail"  # refuse to start until it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,28 @@ class IngestOptions:
     stop_timeout: float = 10.0
     #: How long the baseline waits for the acks of its last messages.
     baseline_ack_timeout: float = 60.0
+    #: pgoutput proto_version; 2 allows streaming of in-progress transactions.
+    protocol_version: int = 2
+    #: Ask the server to stream large in-progress transactions (protocol 2); ingest spools them until commit.
+    stream_in_progress: bool = True
+    #: Bytes of one streamed transaction kept in memory before the rest goes to a temporary file.
+    spool_memory: int = 64 * 1024 * 1024
+    spool_dir: str = ""
+    #: No frame (data or keepalive) for this long while waiting: the connection is presumed dead.
+    receive_timeout: float = 60.0
+    #: How often the slot's WAL status and the lag are read while streaming; 0 = never.
+    slot_check_interval: float = 10.0
+    keyless_tables: KeylessPolicy = KeylessPolicy.DEADLETTER
+    #: After a table's columns change, re-baseline it: ADD COLUMN ... DEFAULT and ALTER COLUMN TYPE change
+    #: existing rows without any row change in the WAL.
+    rebaseline_on_schema_change: bool = True
+    #: Row filters and column lists of a managed publication, per table.
+    published: tuple[PublishedTableSpec, ...] = field(default_factory=tuple)
+
+    @property
+    def reload_slot_name(self) -> str:
+        """The temporary slot whose exported snapshot anchors an on-demand re-baseline."""
+        return f"{self.slot_name[:59]}_rb"
 
     def stream_spec(self) -> StreamSpec:
         return StreamSpec(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from laredo_core.changes import Action, BatchKind
 from laredo_core.position import BASELINE_ORDINAL_BASE
-from laredo_core.stream.naming import baseline_msg_id, table_subject
+from laredo_core.stream.naming import baseline_msg_id, control_msg_id, deadletter_subject, table_subject
 
 from laredo_ingest.domain.batches import ChangeRecord, OutboundBatch
 from laredo_ingest.domain.schema import TableSchema
@@ -30,9 +30,18 @@ class BaselineBatches:
         self._baseline_id = baseline_id
         self._lsn = snapshot_lsn
         self._schema = schema
-        self._subject = table_subject(subject_prefix, source_id, schema.table)
+        make_subject = table_subject if schema.has_usable_key else deadletter_subject
+        self._subject = make_subject(subject_prefix, source_id, schema.table)
         self._chunk = 0
         self.rows = 0
+
+    def resync_required(self, reason: str) -> OutboundBatch:
+        """Tells consumers the table may be stale until this baseline ends (continuity was lost)."""
+        return OutboundBatch(
+            subject=self._subject,
+            msg_id=control_msg_id(self._source_id, "resync", self._lsn, self._schema.table, self._baseline_id),
+            source_id=self._source_id, kind=BatchKind.RESYNC_REQUIRED, schema=self._schema, commit_lsn=self._lsn,
+            baseline_id=self._baseline_id, reason=reason)
 
     def begin(self) -> OutboundBatch:
         return self._batch(BatchKind.BASELINE_BEGIN, [])

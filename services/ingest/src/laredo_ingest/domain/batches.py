@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from laredo_core.changes import Action, BatchKind
+from laredo_core.changes import Action, BatchKind, ColumnInfo
 
 from laredo_ingest.domain.schema import TableSchema
 
@@ -28,9 +28,11 @@ class ChangeRecord(NamedTuple):
         return len(self.old_tuple) + len(self.new_tuple) + CHANGE_OVERHEAD_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OutboundBatch:
-    """One stream message before encoding; `msg_id` is its JetStream dedup key, stable across replays."""
+    """One stream message before encoding; `msg_id` is its JetStream dedup key, stable across replays.
+    Treated as immutable once built (not frozen only because a frozen dataclass is slow to construct, and
+    one is built per published message)."""
 
     subject: str
     msg_id: str
@@ -46,3 +48,5 @@ class OutboundBatch:
     changes: list[ChangeRecord] = field(default_factory=list)
     baseline_id: str = ""
     baseline_row_count: int = 0
+    old_columns: tuple[ColumnInfo, ...] = ()  # SCHEMA_CHANGE: the columns before
+    reason: str = ""  # SCHEMA_CHANGE, RESYNC_REQUIRED: why, for humans

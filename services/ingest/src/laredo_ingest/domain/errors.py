@@ -27,6 +27,22 @@ class MissingReplicationPrivilege(SourceMisconfigured):
     """The role has neither REPLICATION nor SUPERUSER."""
 
 
+class ReplicationCapacityExhausted(SourceMisconfigured):
+    """Every replication slot or WAL sender of the server is in use; retried, since one may be freed."""
+
+    retryable = True
+
+
+class TableWithoutKey(SourceMisconfigured):
+    """A configured table has no usable key and keyless_tables = fail."""
+
+
+class SlotLost(IngestError):
+    """The replication slot disappeared or was invalidated while in use; the next start re-baselines."""
+
+    retryable = True
+
+
 class TableNotFound(IngestError):
     """A configured table does not exist in the source database."""
 

@@ -1,18 +1,40 @@
-"""pgoutput (protocol version 1) message decoder: bytes in, message tuples out, ProtocolError on anything else.
+"""pgoutput message decoder (protocol versions 1 and 2): bytes in, message tuples out, ProtocolError otherwise.
 
 Row-change messages are the hot path: their tuples are kept as the raw TupleData
 bytes the stream forwards unchanged (laredo_core.tuples), so an Insert costs one
 unpack and one slice. Messages are NamedTuples because they are created once per
 change; everything here is pure and allocation-aware.
+
+Protocol version 2 with streaming adds Stream Start/Stop/Commit/Abort; messages sent between a Stream
+Start and its Stop carry the (sub)transaction xid right after their type byte: split_streamed() strips
+it, and the rest decodes like a version 1 message.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
 
 from laredo_core.errors import ProtocolError
+
+from laredo_ingest.domain.pgoutput_messages import (  # noqa: F401 - re-exported: the decoder's vocabulary
+    Begin,
+    Commit,
+    Origin,
+    RelationColumn,
+    Relation,
+    TypeMessage,
+    Insert,
+    Update,
+    Delete,
+    Truncate,
+    LogicalMessage,
+    StreamStart,
+    StreamStop,
+    StreamCommit,
+    StreamAbort,
+    PgOutputMessage,
+)
 
 _U32 = struct.Struct("!I")
 _I16 = struct.Struct("!h")
@@ -22,86 +44,13 @@ _COMMIT = struct.Struct("!BQQq")
 _COLUMN_TAIL = struct.Struct("!Ii")
 _MESSAGE_HEAD = struct.Struct("!BQ")
 _TRUNCATE_HEAD = struct.Struct("!iB")
+_STREAM_START = struct.Struct("!IB")
+_STREAM_COMMIT = struct.Struct("!IBQQq")
+_STREAM_ABORT = struct.Struct("!II")
 
 REPLICA_IDENTITY_CODES = frozenset("dnfi")
 
 
-class Begin(NamedTuple):
-    final_lsn: int  # LSN of the commit record: the transaction's commit_lsn
-    commit_time_pg_us: int  # microseconds since 2000-01-01 UTC
-    xid: int
-
-
-class Commit(NamedTuple):
-    flags: int
-    commit_lsn: int
-    end_lsn: int  # end of the commit record: what a consumer confirms
-    commit_time_pg_us: int
-
-
-class Origin(NamedTuple):
-    origin_lsn: int
-    name: str
-
-
-class RelationColumn(NamedTuple):
-    flags: int  # bit 0: part of the replica identity key
-    name: str
-    type_oid: int
-    type_modifier: int
-
-    @property
-    def is_key(self) -> bool:
-        return bool(self.flags & 1)
-
-
-class Relation(NamedTuple):
-    relation_id: int
-    namespace: str
-    name: str
-    replica_identity: str  # 'd' default, 'n' nothing, 'f' full, 'i' index
-    columns: tuple[RelationColumn, ...]
-
-
-class TypeMessage(NamedTuple):
-    type_oid: int
-    namespace: str
-    name: str
-
-
-class Insert(NamedTuple):
-    relation_id: int
-    new_tuple: bytes
-
-
-class Update(NamedTuple):
-    relation_id: int
-    old_tuple: bytes  # b"" when the server sent no old values
-    old_is_key_only: bool
-    new_tuple: bytes
-
-
-class Delete(NamedTuple):
-    relation_id: int
-    old_tuple: bytes
-    old_is_key_only: bool
-
-
-class Truncate(NamedTuple):
-    options: int  # bit 0: CASCADE, bit 1: RESTART IDENTITY
-    relation_ids: tuple[int, ...]
-
-
-class LogicalMessage(NamedTuple):
-    transactional: bool
-    lsn: int
-    prefix: str
-    content: bytes
-
-
-PgOutputMessage = (
-    Begin | Commit | Origin | Relation | TypeMessage | Insert | Update | Delete | Truncate | LogicalMessage
-)
 Buffer = bytes | bytearray | memoryview
 
 
@@ -113,7 +62,7 @@ def decode_message(buf: Buffer, offset: int = 0) -> PgOutputMessage:
     if decoder is None:
         raise ProtocolError(
             f"unknown pgoutput message type {buf[offset]:#04x} at byte {offset} "
-            "(only protocol version 1 without streaming is supported)"
+            "(protocol versions 1 and 2 are supported)"
         )
     if decoder not in _ROW_CHANGE_DECODERS:
         # The other messages are few per transaction; a bytes copy lets their string parsing use bytes.find.
@@ -121,6 +70,64 @@ def decode_message(buf: Buffer, offset: int = 0) -> PgOutputMessage:
     try:
         return decoder(buf, offset + 1)
     except (struct.error, IndexError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ProtocolError(f"corrupt pgoutput {chr(buf[offset])!r} message: {exc}") from None
+
+
+#: Messages that carry an xid when sent inside a streamed block (Origin never does).
+STREAMABLE_TYPES = frozenset(b"IUDTRYM")
+
+
+def split_streamed(buf: Buffer, offset: int = 0) -> tuple[int, bytes]:
+    """A message sent inside a stream block: its (sub)transaction xid, and the message without the xid
+    (a version 1 message, for decode_message). Origin messages have no xid and come back unchanged."""
+    end = len(buf)
+    if offset >= end:
+        raise ProtocolError(f"empty pgoutput message at byte {offset}")
+    kind = buf[offset]
+    if kind == 0x4F:  # 'O'
+        return 0, bytes(buf[offset:])
+    if kind not in STREAMABLE_TYPES:
+        raise ProtocolError(f"pgoutput message type {kind:#04x} cannot appear inside a streamed block")
+    if offset + 5 > end:
+        raise ProtocolError(f"streamed {chr(kind)!r} message too short for its xid ({end - offset} bytes)")
+    (xid,) = _U32.unpack_from(buf, offset + 1)
+    return xid, bytes(buf[offset : offset + 1]) + bytes(buf[offset + 5 :])
+
+
+def decode_insert(buf: Buffer, offset: int) -> tuple[int, bytes]:
+    """The hot path for the most frequent message: an Insert at offset -> (relation id, new TupleData)."""
+    try:
+        (relation_id,) = _U32.unpack_from(buf, offset + 1)
+        marker = buf[offset + 5]
+    except (struct.error, IndexError):
+        raise ProtocolError(f"corrupt pgoutput 'I' message of {len(buf) - offset} bytes") from None
+    if marker != 0x4E:  # 'N'
+        raise ProtocolError(f"insert into relation {relation_id}: expected 'N' before the new tuple")
+    return relation_id, bytes(buf[offset + 6 :])
+
+
+def decode_begin(buf: Buffer, offset: int) -> Begin:
+    """Begin at offset, read in place (no copy of the frame)."""
+    try:
+        return Begin(*_BEGIN.unpack_from(buf, offset + 1))
+    except struct.error as exc:
+        raise ProtocolError(f"corrupt pgoutput 'B' message: {exc}") from None
+
+
+def decode_commit(buf: Buffer, offset: int) -> Commit:
+    """Commit at offset, read in place (no copy of the frame)."""
+    try:
+        return Commit(*_COMMIT.unpack_from(buf, offset + 1))
+    except struct.error as exc:
+        raise ProtocolError(f"corrupt pgoutput 'C' message: {exc}") from None
+
+
+def decode_row_change(buf: Buffer, offset: int) -> Update | Delete:
+    """Update ('U') or Delete ('D') at offset, without the generic dispatch."""
+    decoder = _update if buf[offset] == 0x55 else _delete
+    try:
+        return decoder(buf, offset + 1)
+    except (struct.error, IndexError, ValueError) as exc:
         raise ProtocolError(f"corrupt pgoutput {chr(buf[offset])!r} message: {exc}") from None
 
 
@@ -216,6 +223,25 @@ def _logical_message(buf: bytes, pos: int) -> LogicalMessage:
     return LogicalMessage(bool(flags & 1), lsn, prefix, bytes(buf[start : start + length]))
 
 
+def _stream_start(buf: Buffer, pos: int) -> StreamStart:
+    xid, first = _STREAM_START.unpack_from(buf, pos)
+    return StreamStart(xid, first == 1)
+
+
+def _stream_stop(buf: Buffer, pos: int) -> StreamStop:
+    if pos != len(buf):
+        raise ProtocolError(f"stream stop with {len(buf) - pos} unexpected bytes")
+    return StreamStop()
+
+
+def _stream_commit(buf: Buffer, pos: int) -> StreamCommit:
+    return StreamCommit(*_STREAM_COMMIT.unpack_from(buf, pos))
+
+
+def _stream_abort(buf: Buffer, pos: int) -> StreamAbort:
+    return StreamAbort(*_STREAM_ABORT.unpack_from(buf, pos))
+
+
 def _cstring(buf: bytes, pos: int) -> tuple[str, int]:
     """A NUL-terminated UTF-8 string at pos, and the position after its NUL."""
     end = buf.find(b"\0", pos)
@@ -256,5 +282,9 @@ _DECODERS: dict[int, Callable[[Buffer, int], PgOutputMessage]] = {  # type: igno
     ord("D"): _delete,
     ord("T"): _truncate,
     ord("M"): _logical_message,
+    ord("S"): _stream_start,
+    ord("E"): _stream_stop,
+    ord("c"): _stream_commit,
+    ord("A"): _stream_abort,
 }
 _ROW_CHANGE_DECODERS = frozenset({_insert, _update, _delete})

@@ -32,6 +32,30 @@ class TableSchema:
     relation_id: int
     columns: tuple[ColumnInfo, ...]
     replica_identity: ReplicaIdentity
+    #: Rows can be told apart downstream: a primary key, a replica identity index, or FULL identity.
+    #: Derived once (it is read for every published message).
+    has_usable_key: bool = dataclasses.field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        usable = self.replica_identity is not ReplicaIdentity.NOTHING and any(c.is_identity_key for c in self.columns)
+        object.__setattr__(self, "has_usable_key", usable)
+
+    @property
+    def signature(self) -> tuple[object, ...]:
+        """What a Relation message can change: column names, types, modifiers, key flags, identity."""
+        return (self.replica_identity,
+                tuple((c.name, c.type_oid, c.type_modifier, c.is_identity_key) for c in self.columns))
+
+
+def key_problem(schema: TableSchema) -> str:
+    """Why a table has no usable key, with the fix; empty when it has one."""
+    if schema.has_usable_key:
+        return ""
+    why = ("REPLICA IDENTITY NOTHING" if schema.replica_identity is ReplicaIdentity.NOTHING
+           else "no primary key and REPLICA IDENTITY DEFAULT")
+    return (f"table {schema.table} has {why}: downstream cannot tell its rows apart, and PostgreSQL rejects "
+            "UPDATE and DELETE on it while a publication publishes them; add a primary key, or run ALTER TABLE "
+            f"{schema.table} REPLICA IDENTITY FULL (or USING INDEX <unique index>)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +106,12 @@ def identity_key_flags(columns: tuple[ColumnInfo, ...], identity: ReplicaIdentit
         return False
 
     return tuple(dataclasses.replace(c, is_identity_key=is_key(c)) for c in columns)
+
+
+def restrict_columns(schema: TableSchema, published: tuple[str, ...]) -> TableSchema:
+    """The schema with only the published columns (a publication's column list), in table order."""
+    wanted = set(published)
+    return dataclasses.replace(schema, columns=tuple(c for c in schema.columns if c.name in wanted))
 
 
 def schema_from_relation(relation: Relation, catalog: TableSchema | None,

@@ -25,6 +25,7 @@ class SlotInfo:
     active: bool
     confirmed_flush_lsn: int
     wal_status: str = ""  # reserved, extended, unreserved, lost
+    safe_wal_size: int | None = None  # bytes of WAL before max_slot_wal_keep_size invalidates it
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +40,15 @@ class IngestState:
     system_identifier: str
     baseline_lsn: int
     baseline_complete: bool
-    tables: tuple[str, ...]
+    tables: tuple[str, ...]  # sorted table fingerprints (name, column list, row filter)
     baseline_id: str = ""
+    #: Tables whose on-demand re-baseline was requested and has not completed ("schema.table").
+    reload_tables: tuple[str, ...] = ()
+    #: An operator paused reading the slot; a restart (or another instance) stays paused.
+    paused: bool = False
 
     @staticmethod
-    def table_names(tables: Iterable[TableId]) -> tuple[str, ...]:
+    def table_names(tables: Iterable[TableId | str]) -> tuple[str, ...]:
         return tuple(sorted(str(t) for t in tables))
 
 
@@ -57,10 +62,13 @@ class StartPlan:
     kind: StartKind
     drop_existing_slot: bool
     reason: str
+    #: Non-empty when changes were lost (the slot of a completed baseline is gone or invalidated):
+    #: downstream is told (RESYNC_REQUIRED) before the new baseline.
+    resync_reason: str = ""
 
 
 def plan_start(*, mode: SlotMode, slot_name: str, database: str, slot: SlotInfo | None,
-               state: IngestState | None, system_identifier: str, tables: Iterable[TableId],
+               state: IngestState | None, system_identifier: str, tables: Iterable[TableId | str],
                always_baseline: bool) -> StartPlan:
     """Resume only when the slot exists and the state proves a baseline for exactly this slot, server
     and table set completed; otherwise (re)create the slot and baseline."""
@@ -69,16 +77,24 @@ def plan_start(*, mode: SlotMode, slot_name: str, database: str, slot: SlotInfo 
         return StartPlan(StartKind.BASELINE, drop, "ephemeral slot mode takes a baseline on every start")
     if always_baseline:
         return StartPlan(StartKind.BASELINE, drop, "always_baseline is set")
+    continuous = (state is not None and state.baseline_complete and state.slot_name == slot_name
+                  and state.system_identifier == system_identifier)
     if slot is None:
-        return StartPlan(StartKind.BASELINE, False, f"replication slot {slot_name} does not exist")
+        reason = f"replication slot {slot_name} does not exist"
+        if continuous:
+            return StartPlan(StartKind.BASELINE, False, reason + " any more (dropped?)",
+                             f"replication slot {slot_name} was dropped; changes made since may be missing")
+        return StartPlan(StartKind.BASELINE, False, reason)
     problem = _resume_problem(slot, slot_name, database, state, system_identifier, tables)
     if problem:
-        return StartPlan(StartKind.BASELINE, True, problem)
-    return StartPlan(StartKind.RESUME, False, f"baseline {state.baseline_id} of slot {slot_name} is complete")  # type: ignore[union-attr]
+        lost = continuous and slot.wal_status == "lost"
+        return StartPlan(StartKind.BASELINE, True, problem, problem if lost else "")
+    baseline_id = state.baseline_id if state is not None else ""
+    return StartPlan(StartKind.RESUME, False, f"baseline {baseline_id} of slot {slot_name} is complete")
 
 
 def _resume_problem(slot: SlotInfo, slot_name: str, database: str, state: IngestState | None,
-                    system_identifier: str, tables: Iterable[TableId]) -> str:
+                    system_identifier: str, tables: Iterable[TableId | str]) -> str:
     if slot.plugin != "pgoutput" or slot.database != database or slot.temporary:
         return (f"slot {slot_name} is not a permanent pgoutput slot of database {database} "
                 f"(plugin {slot.plugin!r}, database {slot.database!r})")

@@ -6,8 +6,17 @@ Invariants:
   `max_bytes` bytes; the chunk of a table is emitted when the next change of that table would overflow it,
   so a big transaction is never held in memory, and chunking is deterministic: a replay of the same
   transaction yields the same chunks and therefore the same message ids.
-- A Relation message that changes a table's columns mid-transaction seals the table's open chunk: the
-  chunk keeps the columns its tuples follow, and later changes start a new chunk.
+- A Relation message that changes a table's columns (names, types, key flags, replica identity) sends the
+  table's open chunk at once (it keeps the columns its tuples follow), then a SCHEMA_CHANGE message with
+  the old and the new columns; later changes start a new chunk. The first Relation of a session is
+  compared with the catalog read at start-up.
+- A table without a usable key (schema.has_usable_key) goes to its dead-letter subject, not its table
+  subject: consumers cannot apply its changes, operators can still read them.
+- With REPLICA IDENTITY FULL an update's unchanged TOASTed values are filled in from the old row, which
+  the server sends whole; with other identities they stay UNCHANGED and consumers keep their value.
+- skip_before(table, lsn): changes of that table in transactions committed before lsn are dropped (they
+  are part of a re-baseline taken at lsn); they still take ordinals, so the other tables' messages are
+  the same as without the skip.
 - At Commit every open chunk goes out marked last_chunk (in order of their first change), and the very
   last message of the transaction carries the commit's end_lsn: once it and everything before it is
   acknowledged, the whole transaction is published.
@@ -20,7 +29,7 @@ from dataclasses import dataclass, field
 
 from laredo_core.changes import Action, BatchKind, TableId
 from laredo_core.errors import ProtocolError
-from laredo_core.stream.naming import table_subject, transaction_msg_id
+from laredo_core.stream.naming import control_msg_id, deadletter_subject, table_subject, transaction_msg_id
 
 from laredo_ingest.domain.batches import CHANGE_OVERHEAD_BYTES, ChangeRecord, OutboundBatch
 from laredo_ingest.domain.pgoutput import (
@@ -37,9 +46,11 @@ from laredo_ingest.domain.pgoutput import (
     Update,
 )
 from laredo_ingest.domain.schema import TableSchema, schema_from_relation
+from laredo_ingest.domain.toast import fill_unchanged_from_old
 from laredo_ingest.domain.walproto import pg_time_to_unix_us
 
 NO_BATCHES: Sequence[OutboundBatch] = ()
+_new_record = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -48,7 +59,6 @@ class _OpenChunk:
     index: int
     changes: list[ChangeRecord] = field(default_factory=list)
     size: int = 0
-    sealed: bool = False  # the table's columns changed: later changes go to a new chunk
 
 
 @dataclass(slots=True)
@@ -58,6 +68,8 @@ class _Transaction:
     commit_time_unix_us: int
     next_ordinal: int = 0
     open_chunks: dict[int, _OpenChunk] = field(default_factory=dict)  # by relation id
+    next_chunk: dict[int, int] = field(default_factory=dict)  # by relation id, after a chunk left early
+    skipped: frozenset[TableId] = frozenset()
 
 
 class TransactionAssembler:
@@ -71,8 +83,10 @@ class TransactionAssembler:
         self._max_changes = max_changes
         self._max_bytes = max_bytes
         self._relations: dict[int, TableSchema | None] = {}  # None: not configured, changes are skipped
+        self._known: dict[TableId, TableSchema] = dict(tables)  # last schema seen per table
         self._type_names: dict[int, str] = {}
-        self._subjects: dict[TableId, str] = {}
+        self._subjects: dict[tuple[TableId, bool], str] = {}
+        self._skip_before: dict[TableId, int] = {}
         self._txn: _Transaction | None = None
         self._handlers: dict[type, Callable[..., Sequence[OutboundBatch]]] = {
             Begin: self._begin, Commit: self._commit, Relation: self._relation, TypeMessage: self._type,
@@ -87,13 +101,44 @@ class TransactionAssembler:
     def schema_of(self, relation_id: int) -> TableSchema | None:
         return self._relations.get(relation_id)
 
+    def catalog_lacks(self, msg: Relation) -> bool:
+        """True when a configured table's Relation names a column the catalog does not describe (added or
+        retyped): the catalog facts (not null, key, base type) should be refreshed before it is fed."""
+        catalog = self._catalog.get(TableId(msg.namespace, msg.name))
+        if catalog is None:
+            return False
+        known = {(c.name, c.type_oid) for c in catalog.columns}
+        return any((c.name, c.type_oid) not in known for c in msg.columns)
+
+    def update_catalog(self, schema: TableSchema) -> None:
+        if schema.table in self._catalog:
+            self._catalog[schema.table] = schema
+
+    def skip_before(self, table: TableId, lsn: int) -> None:
+        self._skip_before[table] = lsn
+        if self._txn is not None and self._txn.commit_lsn < lsn:
+            self._txn.skipped = self._txn.skipped | {table}
+
+    def forget_skips_below(self, lsn: int) -> None:
+        """Skips that no transaction at or after lsn can hit any more."""
+        self._skip_before = {t: s for t, s in self._skip_before.items() if s > lsn}
+
     def feed(self, message: PgOutputMessage) -> Sequence[OutboundBatch]:
         return self._handlers[type(message)](message)
+
+    def add_insert(self, relation_id: int, new_tuple: bytes) -> Sequence[OutboundBatch]:
+        """feed(Insert(...)) without building the message: the hot path."""
+        return self._add(relation_id, Action.INSERT, b"", new_tuple, False)
+
+    def add_row_change(self, message: Update | Delete) -> Sequence[OutboundBatch]:
+        return self._update(message) if type(message) is Update else self._delete(message)  # type: ignore[arg-type]
 
     def _begin(self, msg: Begin) -> Sequence[OutboundBatch]:
         if self._txn is not None:
             raise ProtocolError(f"Begin of xid {msg.xid} while xid {self._txn.xid} is still open")
         self._txn = _Transaction(msg.final_lsn, msg.xid, pg_time_to_unix_us(msg.commit_time_pg_us))
+        if self._skip_before:
+            self._txn.skipped = frozenset(t for t, lsn in self._skip_before.items() if msg.final_lsn < lsn)
         return NO_BATCHES
 
     def _commit(self, msg: Commit) -> Sequence[OutboundBatch]:
@@ -101,6 +146,11 @@ class TransactionAssembler:
         if msg.commit_lsn != txn.commit_lsn:
             raise ProtocolError(f"Commit at {msg.commit_lsn:#x} does not match Begin's {txn.commit_lsn:#x}")
         self._txn = None
+        if not txn.open_chunks:
+            return NO_BATCHES
+        if len(txn.open_chunks) == 1:
+            [chunk] = txn.open_chunks.values()
+            return [self._batch(txn, chunk, last_chunk=True, end_lsn=msg.end_lsn)]
         chunks = sorted(txn.open_chunks.values(), key=lambda c: c.changes[0].ordinal)
         last = len(chunks) - 1
         return [self._batch(txn, c, last_chunk=True, end_lsn=msg.end_lsn if i == last else 0)
@@ -109,13 +159,37 @@ class TransactionAssembler:
     def _relation(self, msg: Relation) -> Sequence[OutboundBatch]:
         table = TableId(msg.namespace, msg.name)
         catalog = self._catalog.get(table)
-        schema = schema_from_relation(msg, catalog, self._type_names) if catalog is not None else None
-        txn = self._txn
-        chunk = txn.open_chunks.get(msg.relation_id) if txn is not None else None
-        if chunk is not None and chunk.schema != schema:
-            chunk.sealed = True  # its changes follow the old columns
+        if catalog is None:
+            self._relations[msg.relation_id] = None
+            return NO_BATCHES
+        schema = schema_from_relation(msg, catalog, self._type_names)
         self._relations[msg.relation_id] = schema
-        return NO_BATCHES
+        previous = self._known.get(table)
+        self._known[table] = schema
+        txn = self._txn
+        if txn is None or previous is None or previous.signature == schema.signature:
+            return NO_BATCHES
+        emitted: list[OutboundBatch] = []
+        chunk = txn.open_chunks.pop(msg.relation_id, None)
+        if chunk is not None:  # its changes follow the old columns: send them before the event
+            emitted.append(self._batch(txn, chunk, last_chunk=False, end_lsn=0))
+            txn.next_chunk[msg.relation_id] = chunk.index + 1
+        emitted.append(self._schema_change(txn, previous, schema))
+        return emitted
+
+    def _schema_change(self, txn: _Transaction, previous: TableSchema, schema: TableSchema) -> OutboundBatch:
+        old_names, new_names = [c.name for c in previous.columns], [c.name for c in schema.columns]
+        added = [n for n in new_names if n not in old_names]
+        dropped = [n for n in old_names if n not in new_names]
+        reason = "; ".join(part for part in (
+            f"added {', '.join(added)}" if added else "", f"dropped {', '.join(dropped)}" if dropped else "",
+            "column types, key or replica identity changed" if not (added or dropped) else "") if part)
+        return OutboundBatch(
+            subject=self._subject(schema), msg_id=control_msg_id(
+                self._source_id, "schema", txn.commit_lsn, schema.table, str(txn.next_ordinal)),
+            source_id=self._source_id, kind=BatchKind.SCHEMA_CHANGE, schema=schema, commit_lsn=txn.commit_lsn,
+            xid=txn.xid, commit_time_unix_us=txn.commit_time_unix_us, old_columns=previous.columns,
+            reason=reason)
 
     def _type(self, msg: TypeMessage) -> Sequence[OutboundBatch]:
         self._type_names[msg.type_oid] = msg.name
@@ -128,7 +202,10 @@ class TransactionAssembler:
         return self._add(msg.relation_id, Action.INSERT, b"", msg.new_tuple, False)
 
     def _update(self, msg: Update) -> Sequence[OutboundBatch]:
-        return self._add(msg.relation_id, Action.UPDATE, msg.old_tuple, msg.new_tuple, msg.old_is_key_only)
+        new = msg.new_tuple
+        if msg.old_tuple and not msg.old_is_key_only:  # REPLICA IDENTITY FULL: the old row is complete
+            new = fill_unchanged_from_old(new, msg.old_tuple)
+        return self._add(msg.relation_id, Action.UPDATE, msg.old_tuple, new, msg.old_is_key_only)
 
     def _delete(self, msg: Delete) -> Sequence[OutboundBatch]:
         return self._add(msg.relation_id, Action.DELETE, msg.old_tuple, b"", msg.old_is_key_only)
@@ -150,28 +227,35 @@ class TransactionAssembler:
             raise ProtocolError(f"{action.value} on relation {relation_id} before its Relation message") from None
         if schema is None:
             return NO_BATCHES
-        record = ChangeRecord(action, txn.next_ordinal, old, new, key_only)
+        ordinal = txn.next_ordinal
+        txn.next_ordinal = ordinal + 1
+        if txn.skipped and schema.table in txn.skipped:
+            return NO_BATCHES
+        record = _new_record(ChangeRecord, (action, ordinal, old, new, key_only))  # NamedTuple, minus its __new__
         size = len(old) + len(new) + CHANGE_OVERHEAD_BYTES
-        txn.next_ordinal += 1
         emitted = NO_BATCHES
         chunk = txn.open_chunks.get(relation_id)
         if chunk is None:
-            chunk = txn.open_chunks[relation_id] = _OpenChunk(schema, 0)
-        elif chunk.sealed or len(chunk.changes) >= self._max_changes or (
-                chunk.size + size > self._max_bytes):
+            chunk = txn.open_chunks[relation_id] = _OpenChunk(schema, txn.next_chunk.get(relation_id, 0))
+        elif len(chunk.changes) >= self._max_changes or chunk.size + size > self._max_bytes:
             emitted = [self._batch(txn, chunk, last_chunk=False, end_lsn=0)]
             chunk = txn.open_chunks[relation_id] = _OpenChunk(schema, chunk.index + 1)
         chunk.changes.append(record)
         chunk.size += size
         return emitted
 
+    def _subject(self, schema: TableSchema) -> str:
+        key = (schema.table, schema.has_usable_key)
+        subject = self._subjects.get(key)
+        if subject is None:
+            make = table_subject if schema.has_usable_key else deadletter_subject
+            subject = self._subjects[key] = make(self._prefix, self._source_id, schema.table)
+        return subject
+
     def _batch(self, txn: _Transaction, chunk: _OpenChunk, *, last_chunk: bool, end_lsn: int) -> OutboundBatch:
         table = chunk.schema.table
-        subject = self._subjects.get(table)
-        if subject is None:
-            subject = self._subjects[table] = table_subject(self._prefix, self._source_id, table)
         return OutboundBatch(
-            subject=subject,
+            subject=self._subject(chunk.schema),
             msg_id=transaction_msg_id(self._source_id, txn.commit_lsn, table, chunk.index),
             source_id=self._source_id,
             kind=BatchKind.TRANSACTION,

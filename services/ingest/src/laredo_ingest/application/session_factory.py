@@ -1,0 +1,117 @@
+"""Wires one streaming session: assembler, spools, publisher bookkeeping, frame handler, slot monitor,
+and the operator requests (re-baseline, pause) with their durable state."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from laredo_core.changes import TableId
+from laredo_core.position import format_lsn
+
+from laredo_ingest.application.control import IngestControl
+from laredo_ingest.application.frame_handler import FrameHandler
+from laredo_ingest.application.ingest_ports import IngestPorts
+from laredo_ingest.application.options import IngestOptions
+from laredo_ingest.application.rebaseline import rebaseline
+from laredo_ingest.application.slot_monitor import SlotMonitor
+from laredo_ingest.application.startup import PreparedSource, describe_published
+from laredo_ingest.application.status import IngestStatus
+from laredo_ingest.application.streamer import SessionSettings, StreamingSession
+from laredo_ingest.application.tracked_publisher import TrackedPublisher
+from laredo_ingest.application.transaction_spool import spool_factory
+from laredo_ingest.domain.pgoutput import Relation
+from laredo_ingest.domain.start_plan import IngestState
+from laredo_ingest.domain.streamed import StreamedTransactions
+from laredo_ingest.domain.transaction import TransactionAssembler
+from laredo_ingest.ports import ReplicationStream, SourceDatabase
+
+log = logging.getLogger(__name__)
+
+RecordState = Callable[..., Awaitable[None]]
+
+
+class SessionFactory:
+    def __init__(self, options: IngestOptions, ports: IngestPorts, status: IngestStatus, control: IngestControl,
+                 record_state: RecordState) -> None:
+        self._options = options
+        self._ports = ports
+        self._status = status
+        self._control = control
+        self._record_state = record_state
+
+    def build(self, db: SourceDatabase, stream: ReplicationStream, prepared: PreparedSource, start_lsn: int,
+              state: IngestState) -> _StartingSession:
+        o, status = self._options, self._status
+        assembler = TransactionAssembler(o.source_id, o.subject_prefix, prepared.schemas,
+                                         max_changes=o.max_batch_changes, max_bytes=o.max_batch_bytes)
+        publisher = TrackedPublisher(self._ports.publisher, start_lsn, status)
+        streamed = StreamedTransactions(spool_factory(o.spool_memory, o.spool_dir or None))
+        session_ref: list[StreamingSession] = []
+
+        async def refresh_catalog(relation: Relation) -> None:
+            table = TableId(relation.namespace, relation.name)
+            schemas, _ = await describe_published(db, o, [table])
+            assembler.update_catalog(schemas[table])
+
+        async def reply_now() -> None:
+            await session_ref[0].send_reply()
+
+        async def run_rebaseline(tables: frozenset[TableId]) -> dict[TableId, int]:
+            targets = tuple(sorted(tables, key=str)) if tables else o.tables
+            return await rebaseline(targets, options=o, database=self._ports.database(),
+                                    helper=self._ports.replication(), publisher=publisher,
+                                    observer=self._ports.observer, status=status,
+                                    record_reload=lambda t: self._record_state(reload_tables=tuple(map(str, t))))
+
+        def on_schema_change(table: TableId) -> None:
+            log.info("the columns of %s changed: re-baselining it (existing rows may hold new defaults or "
+                     "converted values that the stream does not carry)", table)
+            self._control.submit_detached_reload([table])
+
+        handler = FrameHandler(assembler, publisher, streamed, self._ports.observer, status,
+                               refresh_catalog=refresh_catalog, reply_now=reply_now,
+                               on_schema_change=on_schema_change if o.rebaseline_on_schema_change else None)
+        monitor = SlotMonitor(db, o.slot_name, status, o.slot_check_interval) if o.slot_check_interval else None
+        session = StreamingSession(
+            stream, publisher, handler, status, self._control,
+            SessionSettings(o.status_interval, o.stop_timeout, o.receive_timeout),
+            rebaseline=run_rebaseline, record_pause=lambda paused: self._record_state(paused=paused),
+            monitor=monitor, skip_before=assembler.skip_before, paused=state.paused)
+        session_ref.append(session)
+        if state.reload_tables:
+            tables = [TableId.parse(t) for t in state.reload_tables]
+            log.info("re-baseline of %s was requested and did not complete; doing it now",
+                     ", ".join(state.reload_tables))
+            self._control.submit_detached_reload(tables)
+        return _StartingSession(session, stream, o, start_lsn, streamed)
+
+
+class _StartingSession:
+    """START_REPLICATION, then the session; the spools die with it."""
+
+    def __init__(self, session: StreamingSession, stream: ReplicationStream, options: IngestOptions,
+                 start_lsn: int, streamed: StreamedTransactions) -> None:
+        self._session = session
+        self._stream = stream
+        self._options = options
+        self._start_lsn = start_lsn
+        self._streamed = streamed
+
+    @property
+    def reset_request(self) -> object | None:
+        return self._session.reset_request
+
+    async def run(self, stop: Any) -> None:
+        o = self._options
+        streaming = o.stream_in_progress and o.protocol_version >= 2
+        await self._stream.start(o.slot_name, self._start_lsn, o.publication_name,
+                                 protocol_version=o.protocol_version, streaming=streaming)
+        log.info("streaming slot %s from %s (pgoutput proto_version %d%s)", o.slot_name,
+                 format_lsn(self._start_lsn), o.protocol_version, ", streaming in-progress transactions"
+                 if streaming else "")
+        try:
+            await self._session.run(stop)
+        finally:
+            self._streamed.close()
