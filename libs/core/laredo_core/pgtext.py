@@ -15,8 +15,11 @@ from decimal import Decimal
 from typing import Any
 
 from laredo_core.errors import ProtocolError
+from laredo_core.jsonvalue import to_json_value
 
 Converter = Callable[[str], Any]
+#: Converts the raw text-form bytes of one value; the fast path of the stream codec.
+BytesConverter = Callable[[bytes], Any]
 
 #: Session settings every connection that produces text values must use.
 SESSION_SETTINGS: dict[str, str] = {
@@ -191,3 +194,71 @@ def convert_text(converter: Converter, raw: bytes, column: str) -> Any:
     except (ValueError, IndexError, UnicodeDecodeError, json.JSONDecodeError, ArithmeticError) as exc:
         preview = raw[:40]
         raise ProtocolError(f"column {column!r}: cannot convert value {preview!r}: {exc}") from exc
+
+
+_MAX_EXACT = 2**53
+
+
+def _int8_json(raw: bytes) -> int | str:
+    value = int(raw)
+    return value if -_MAX_EXACT <= value <= _MAX_EXACT else str(value)
+
+
+def _float_json(raw: bytes) -> Any:
+    value = float(raw)
+    return value if value - value == 0 else to_json_value(value)  # NaN and infinities become strings
+
+
+def _numeric_json(raw: bytes) -> str:
+    return str(Decimal(raw.decode("utf-8")))
+
+
+def _bool_bytes(raw: bytes) -> bool:
+    if raw == b"t" or raw == b"f":
+        return raw == b"t"
+    return raw.decode("utf-8") == "t"  # raises on invalid UTF-8, as the text path does
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8")
+
+
+def _effective_scalar(type_oid: int, type_name: str, base_type_oid: int) -> int | None:
+    """The scalar type whose converter converter_for() picks, or None for arrays and unknown types."""
+    if type_oid in SCALARS:
+        return type_oid
+    if type_oid in ARRAYS or (base_type_oid and type_name.startswith("_")):
+        return None
+    if base_type_oid and base_type_oid != type_oid:
+        return _effective_scalar(base_type_oid, "", 0)
+    return None
+
+
+_TEXT_OIDS = frozenset({18, 19, 25, 1042, 1043, 1186, 2950})
+_TYPED_FROM_BYTES: dict[int, BytesConverter] = {16: _bool_bytes, 20: int, 21: int, 23: int, 26: int}
+_JSON_FROM_BYTES: dict[int, BytesConverter] = {
+    16: _bool_bytes, 20: _int8_json, 21: int, 23: int, 26: int, 700: _float_json, 701: _float_json,
+    1700: _numeric_json,
+}
+
+
+def bytes_converter_for(type_oid: int, type_name: str = "", base_type_oid: int = 0, *,
+                        json_values: bool = False) -> BytesConverter:
+    """Raw text-form bytes to the value converter_for() gives (json_values: as to_json_value() maps it).
+
+    Equal results to decoding the bytes as UTF-8 and calling the text converter (then to_json_value);
+    on malformed input it may raise other exceptions than that path, so callers that need the precise
+    error redo the conversion with convert_text().
+    """
+    scalar = _effective_scalar(type_oid, type_name, base_type_oid)
+    fast = (_JSON_FROM_BYTES if json_values else _TYPED_FROM_BYTES).get(scalar) if scalar is not None else None
+    if fast is not None:
+        return fast
+    if scalar in _TEXT_OIDS or (scalar is None and converter_for(type_oid, type_name, base_type_oid) is _str):
+        return _utf8
+    text_converter = converter_for(type_oid, type_name, base_type_oid)
+    if not json_values:
+        if text_converter is _float:
+            return float
+        return lambda raw: text_converter(raw.decode("utf-8"))
+    return lambda raw: to_json_value(text_converter(raw.decode("utf-8")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -11,9 +12,13 @@ from google.protobuf.message import DecodeError
 from laredo.stream.v1 import change_stream_pb2 as pb
 from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
 from laredo_core.errors import ProtocolError
-from laredo_core.pgtext import Converter, convert_text, converter_for
+from laredo_core.jsonvalue import row_to_json
+from laredo_core.pgtext import BytesConverter, Converter, bytes_converter_for, convert_text, converter_for
 from laredo_core.position import Position
 from laredo_core.tuples import UNCHANGED, RawValue, decode_tuple_exact
+
+_INT16 = struct.Struct("!h")
+_INT32 = struct.Struct("!i")
 
 _ACTIONS = {
     pb.ACTION_INSERT: Action.INSERT,
@@ -89,8 +94,61 @@ def typed_row(
     return row
 
 
-def decode_batch(data: bytes) -> ChangeBatchInfo:
-    """Parse one stream message; raises ProtocolError for anything malformed."""
+@lru_cache(maxsize=1024)
+def _fast_row_plan(columns: tuple[ColumnInfo, ...], json_values: bool) -> tuple[tuple[str, BytesConverter, bool], ...]:
+    return tuple((c.name, bytes_converter_for(c.type_oid, c.type_name, c.base_type_oid, json_values=json_values),
+                  c.is_identity_key) for c in columns)
+
+
+def _fast_row(plan: tuple[tuple[str, BytesConverter, bool], ...], buf: bytes, key_only: bool) -> dict[str, Any]:
+    """TupleData bytes straight to a row; raises (any exception) on anything unusual, see _row()."""
+    if _INT16.unpack_from(buf, 0)[0] != len(plan):
+        raise ValueError("column count")
+    pos, row = 2, {}
+    for name, convert, is_key in plan:
+        kind = buf[pos]
+        if kind == 0x74 or kind == 0x62:  # 't' text, 'b' binary (treated alike, as decode_tuple does)
+            length = _INT32.unpack_from(buf, pos + 1)[0]
+            start = pos + 5
+            pos = start + length
+            if length < 0:
+                raise ValueError("length")
+            if not key_only or is_key:
+                row[name] = convert(buf[start:pos])
+        elif kind == 0x6E or kind == 0x75:  # 'n' NULL, 'u' unchanged TOAST value
+            pos += 1
+            if not key_only or is_key:
+                row[name] = None if kind == 0x6E else UNCHANGED
+        else:
+            raise ValueError("kind")
+    if pos != len(buf):
+        raise ValueError("trailing or missing bytes")
+    return row
+
+
+def _row(columns: tuple[ColumnInfo, ...], plan: tuple[tuple[str, BytesConverter, bool], ...], buf: bytes,
+         key_only: bool, json_values: bool) -> dict[str, Any]:
+    """The fast path, or on any failure the exact one, which raises the precise ProtocolError."""
+    try:
+        return _fast_row(plan, buf, key_only)
+    except Exception:  # noqa: BLE001 - redone below, where errors get their precise message
+        row = typed_row(columns, decode_tuple_exact(buf), key_only=key_only)
+        return _json_row(row) if json_values else row
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """row_to_json, keeping the UNCHANGED marker."""
+    unchanged = [name for name, value in row.items() if value is UNCHANGED]
+    out = row_to_json({k: v for k, v in row.items() if v is not UNCHANGED})
+    return {name: (UNCHANGED if name in unchanged else out[name]) for name in row}
+
+
+def decode_batch(data: bytes, *, json_values: bool = False) -> ChangeBatchInfo:
+    """Parse one stream message; raises ProtocolError for anything malformed.
+
+    json_values: rows hold the JSON-compatible values laredo_core.jsonvalue maps typed values to
+    (what clients see), converted straight from the text form; UNCHANGED markers stay.
+    """
     try:
         msg = pb.ChangeBatch.FromString(data)
     except DecodeError as exc:
@@ -98,7 +156,9 @@ def decode_batch(data: bytes) -> ChangeBatchInfo:
     if msg.kind not in _KINDS:
         raise ProtocolError(f"change batch has unknown kind {msg.kind}")
     columns = tuple(_column_from_proto(c) for c in msg.columns)
-    changes = [_decode_change(columns, msg.commit_lsn, ch) for ch in msg.changes]
+    lsn = msg.commit_lsn
+    plan = _fast_row_plan(columns, json_values) if msg.changes else ()
+    changes = [_decode_change(columns, plan, lsn, ch, json_values) for ch in msg.changes]
     return ChangeBatchInfo(
         source_id=msg.source_id,
         kind=_KINDS[msg.kind],
@@ -118,12 +178,14 @@ def decode_batch(data: bytes) -> ChangeBatchInfo:
     )
 
 
-def _decode_change(columns: tuple[ColumnInfo, ...], lsn: int, ch: pb.Change) -> RowChange:
+def _decode_change(columns: tuple[ColumnInfo, ...], plan: tuple[tuple[str, BytesConverter, bool], ...], lsn: int,
+                   ch: pb.Change, json_values: bool) -> RowChange:
     action = _ACTIONS.get(ch.action)
     if action is None:
         raise ProtocolError(f"change at ordinal {ch.ordinal} has unknown action {ch.action}")
-    old = typed_row(columns, decode_tuple_exact(ch.old_tuple), key_only=ch.old_is_key_only) if ch.old_tuple else None
-    new = typed_row(columns, decode_tuple_exact(ch.new_tuple)) if ch.new_tuple else None
+    old_tuple, new_tuple = ch.old_tuple, ch.new_tuple
+    old = _row(columns, plan, old_tuple, ch.old_is_key_only, json_values) if old_tuple else None
+    new = _row(columns, plan, new_tuple, False, json_values) if new_tuple else None
     if action in (Action.INSERT, Action.UPDATE) and new is None:
         raise ProtocolError(f"{action.value} at ordinal {ch.ordinal} carries no new row")
     if action is Action.DELETE and old is None:

@@ -3,17 +3,42 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from laredo_core.changes import TableId
 from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, TableSettings, TargetSettings, service_reader
+from laredo_core.config.reader import parse_duration
 from laredo_core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 TARGET_TYPE = "replication-fanout"
-#: Keys of later features: accepted so configurations written for them load, but ignored for now.
-LATER_FEATURE_KEYS = ("snapshot", "client_buffer", "grpc")
+BUFFER_POLICIES = ("drop_disconnect", "slow_down")
+STORES = ("local", "s3", "minio")  # minio: the same S3 store under its product name
+DEFAULT_SNAPSHOT_PATH = "/var/lib/laredo/fanout-snapshots"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    kind: str = "local"  # local | s3
+    path: str = DEFAULT_SNAPSHOT_PATH
+    bucket: str = ""
+    prefix: str = "laredo/fanout-snapshots"
+    endpoint: str = ""  # host:port (a scheme, if given, sets `secure`)
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
+    region: str = "us-east-1"
+    secure: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotConfig:
+    interval: float = 300.0
+    store: StoreConfig = field(default_factory=StoreConfig)
+    keep_count: int = 5
+    max_age: float = 0.0
+    part_rows: int = 100_000
+    restore_on_start: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +49,9 @@ class TargetConfig:
     journal_max_age: float = 24 * 3600.0  # seconds; 0 = no age limit
     heartbeat_interval: float = 5.0
     max_clients: int = 0  # 0 = unlimited
+    buffer_max_size: int = 50_000
+    buffer_policy: str = "drop_disconnect"
+    snapshot: SnapshotConfig | None = None  # None: no snapshots for this target
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +64,15 @@ class FanoutConfig:
     health_host: str
     health_port: int
     drain_grace: float
+    instance_id: str = ""
+    status_interval: float = 5.0  # heartbeat of this instance's status to the coordination store
 
 
-def read_fanout_config(settings: LaredoSettings) -> FanoutConfig:
-    """Every replication-fanout target, with its options checked; raises ConfigError listing all problems."""
+def read_fanout_config(settings: LaredoSettings, *, drain_grace: str | None = None) -> FanoutConfig:
+    """Every replication-fanout target, with its options checked; raises ConfigError listing all problems.
+
+    drain_grace: the --drain-grace flag, which overrides fanout.drain_grace.
+    """
     problems: list[str] = []
     targets: dict[TableId, TargetConfig] = {}
     for table in settings.tables_with_target(TARGET_TYPE):
@@ -51,10 +84,15 @@ def read_fanout_config(settings: LaredoSettings) -> FanoutConfig:
                                 "Sync routes by schema.table, keep one")
                 continue
             targets[config.table] = config
-    service_reader(settings.fanout.options, "fanout", problems, known=ENDPOINT_KEYS).check_unknown()
+    section = service_reader(settings.fanout.options, "fanout", problems, known=ENDPOINT_KEYS)
+    status_interval = section.duration("status_interval", 5.0)
+    if status_interval <= 0:
+        section.problem("status_interval", f"must be positive, got {status_interval}")
+    section.check_unknown()
     if not targets:
         problems.append(f"tables: no table has a target of type {TARGET_TYPE}; the fan-out service has "
                         "nothing to serve (add targets = [{ type = replication-fanout }] to a table)")
+    grace = _drain_grace(settings.fanout.drain_grace, drain_grace, problems)
     if problems:
         raise ConfigError(problems)
     endpoint = settings.fanout
@@ -66,14 +104,28 @@ def read_fanout_config(settings: LaredoSettings) -> FanoutConfig:
         grpc_port=endpoint.grpc_port,
         health_host=endpoint.health_host,
         health_port=endpoint.health_port,
-        drain_grace=endpoint.drain_grace,
+        drain_grace=grace,
+        instance_id=endpoint.instance_id,
+        status_interval=status_interval,
     )
+
+
+def _drain_grace(configured: float, flag: str | None, problems: list[str]) -> float:
+    """--drain-grace wins over fanout.drain_grace."""
+    if flag is None:
+        return configured
+    parsed = parse_duration(flag)
+    if parsed is None or parsed < 0:
+        problems.append(f"--drain-grace: expected a duration such as 15s or 500ms, got {flag!r}")
+        return configured
+    return parsed
 
 
 def _target(table: TableSettings, target: TargetSettings, problems: list[str]) -> TargetConfig:
     r = Reader(target.options, target.path, problems)
     journal = r.section("journal")
     grpc_max_clients = _grpc_max_clients(r)
+    buffer = r.section("client_buffer")
     config = TargetConfig(
         source_id=table.source_id,
         table=table.table,
@@ -81,20 +133,70 @@ def _target(table: TableSettings, target: TargetSettings, problems: list[str]) -
         journal_max_age=journal.duration("max_age", 24 * 3600.0),
         heartbeat_interval=r.duration("heartbeat_interval", 5.0),
         max_clients=r.integer("max_clients", grpc_max_clients, minimum=0),
+        buffer_max_size=buffer.integer("max_size", 50_000, minimum=1),
+        buffer_policy=buffer.string("policy", "drop_disconnect", choices=BUFFER_POLICIES),
+        snapshot=_snapshot(r.section("snapshot")) if r.has("snapshot") else None,
     )
     if config.heartbeat_interval <= 0:
         r.problem("heartbeat_interval", f"must be positive, got {config.heartbeat_interval}")
     journal.check_unknown()
-    r.check_unknown(also_known=LATER_FEATURE_KEYS)
-    ignored = [k for k in LATER_FEATURE_KEYS if k in target.options]
-    if ignored:
-        log.info("%s: %s not supported by this release yet; ignored", target.path, ", ".join(ignored))
+    buffer.check_unknown()
+    r.check_unknown(also_known=("grpc",))
     return config
 
 
+def _snapshot(r: Reader) -> SnapshotConfig:
+    r.string("serializer", "jsonl", choices=("jsonl",))
+    retention = r.section("retention")
+    config = SnapshotConfig(
+        interval=r.duration("interval", 300.0),
+        store=_store(r.string("store", "local", choices=STORES), r.section("store_config")),
+        keep_count=retention.integer("keep_count", 5, minimum=0),
+        max_age=retention.duration("max_age", 0.0),
+        part_rows=r.integer("part_rows", 100_000, minimum=1),
+        restore_on_start=r.boolean("restore_on_start", True),
+    )
+    retention.check_unknown()
+    r.check_unknown()
+    return config
+
+
+def _store(kind: str, r: Reader) -> StoreConfig:
+    if kind == "local":
+        store = StoreConfig(path=r.string("path", DEFAULT_SNAPSHOT_PATH))
+        r.check_unknown()
+        return store
+    endpoint = r.string("endpoint", "")
+    scheme, sep, host = endpoint.partition("://")
+    secure_default = scheme != "http" if sep else True
+    store = StoreConfig(
+        kind="s3", bucket=r.string("bucket", ""), prefix=r.string("prefix", "laredo/fanout-snapshots"),
+        endpoint=(host if sep else endpoint).rstrip("/"), access_key=r.string("access_key", ""),
+        secret_key=r.string("secret_key", ""), region=r.string("region", "us-east-1"),
+        secure=r.boolean("secure", secure_default),
+    )
+    if not store.bucket:
+        r.problem("bucket", "is required for store = s3 (the bucket snapshots go to)")
+    if not store.endpoint:
+        r.problem("endpoint", "is required for store = s3, e.g. minio:9000 or https://s3.eu-west-1.amazonaws.com")
+    if sep and scheme not in ("http", "https"):
+        r.problem("endpoint", f"scheme must be http:// or https://, got {scheme}://")
+    r.check_unknown()
+    return store
+
+
 def _grpc_max_clients(r: Reader) -> int:
-    """The specification's layout puts max_clients under grpc { }; honour it when set there."""
+    """The specification's layout puts max_clients under grpc { }; honour it when set there.
+
+    grpc.port is accepted for compatibility: every target is served on fanout.grpc.port.
+    """
     grpc = r.tree.get("grpc")
-    if isinstance(grpc, dict) and "max_clients" in grpc:
-        return Reader(grpc, r.key("grpc"), r.problems).integer("max_clients", 0, minimum=0)
-    return 0
+    if not isinstance(grpc, dict):
+        return 0
+    reader = Reader(grpc, r.key("grpc"), r.problems)
+    if "port" in grpc:
+        reader.integer("port", 0, minimum=0)
+        log.info("%s: per-target ports are not supported; the target is served on fanout.grpc.port", r.key("grpc"))
+    max_clients = reader.integer("max_clients", 0, minimum=0)
+    reader.check_unknown()
+    return max_clients

@@ -10,21 +10,24 @@ from typing import Any, Protocol
 from laredo_core.changes import Action, ChangeBatchInfo, ColumnInfo, TableId
 
 from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.domain.snapshot_format import SnapshotManifest
 from laredo_fanout.domain.sync_plan import SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
 
 
 @dataclass(frozen=True, slots=True)
 class FeedSubscription:
-    """One table of one source to consume."""
+    """One table of one source to consume, from the stream's start or after a stream sequence (restore)."""
 
     source_id: str
     table: TableId
+    start_after_sequence: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class FeedMessage:
-    """One decoded stream message for a subscribed table."""
+    """One decoded stream message for a subscribed table; row values are JSON-compatible
+    (laredo_core.stream.codec.decode_batch(json_values=True))."""
 
     table: TableId
     batch: ChangeBatchInfo
@@ -46,9 +49,15 @@ class ChangeFeed(Protocol):
     Contract:
     - ordering: per table, messages arrive in stream order (which is source position order);
       tables are independent of each other;
-    - delivery: every message of the table's subject from the start of the stream, once per
-      run(); across runs (restarts) everything is delivered again, so the sink must skip
-      positions it already applied (the idempotency key is the change Position);
+    - delivery: every message of the table's subject with a stream sequence above the
+      subscription's start_after_sequence (0: from the start of the stream), once per run();
+      across runs (restarts) messages are delivered again, so the sink must skip positions it
+      already applied (the idempotency key is the change Position); when the stream no longer
+      holds the message right after start_after_sequence, delivery starts at the first one it
+      holds and the gap is logged as an error (changes may be missing until the next baseline);
+      when the stream ends before start_after_sequence (it was created again since the snapshot),
+      run() raises StreamMismatch;
+    - values: rows carry JSON-compatible values (what clients see), UNCHANGED markers kept;
     - caught up: on_caught_up(table) is called once per table, after the last message that
       existed when the table's consumer started was delivered (at once when there was none);
     - bad input: a message that does not decode is logged with its stream sequence and
@@ -90,6 +99,50 @@ class SyncEncoder(Protocol):
     def snapshot_end(self, *, sequence: int, rows_sent: int, position: str) -> bytes: ...
 
     def heartbeat(self, *, current_sequence: int, server_time: float) -> bytes: ...
+
+    def schema_change(self, *, sequence: int, old_columns: Sequence[ColumnInfo],
+                      new_columns: Sequence[ColumnInfo]) -> bytes: ...
+
+    def go_away(self, *, reason: str, drain_deadline_unix_ms: int) -> bytes: ...
+
+    def fetch_begin(self, *, snapshot_id: str, sequence: int, row_count: int, position: str) -> bytes:
+        """FetchSnapshotResponse messages (FetchSnapshot): begin, one per row, end."""
+        ...
+
+    def fetch_row(self, row: StoredRow) -> bytes: ...
+
+    def fetch_end(self, *, sequence: int, rows_sent: int, position: str) -> bytes: ...
+
+
+class SnapshotStore(Protocol):
+    """Where snapshots are kept: a local directory, an S3 bucket (MinIO), or memory (tests).
+
+    Layout and format: domain/snapshot_format.py. Contract:
+    - a snapshot is written part by part, then its manifest (write_manifest) LAST: it exists, for
+      list_snapshots and read_manifest, only once the manifest is complete; a writer that fails
+      half-way leaves parts nobody reads;
+    - list_snapshots(table): the complete snapshots of one table, newest first (by created_at);
+      a manifest that cannot be parsed is logged and left out, never raised;
+    - read_manifest(table, id): that snapshot's manifest, or None when it does not exist;
+    - read_part: the bytes of one part file; raises SnapshotNotFound when it is missing;
+    - delete_snapshot removes the manifest first (so a half-deleted snapshot is invisible), then
+      every file under the snapshot; deleting a missing snapshot is no error;
+    - several instances may share one store: ids are unique per writer (time + sequence + nonce);
+    - every method raises SnapshotStoreUnavailable (retryable) when the store fails.
+    Called from the event loop; adapters run blocking I/O in threads.
+    """
+
+    async def write_part(self, table: TableId, snapshot_id: str, name: str, data: bytes) -> None: ...
+
+    async def write_manifest(self, manifest: SnapshotManifest) -> None: ...
+
+    async def list_snapshots(self, table: TableId) -> list[SnapshotManifest]: ...
+
+    async def read_manifest(self, table: TableId, snapshot_id: str) -> SnapshotManifest | None: ...
+
+    async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes: ...
+
+    async def delete_snapshot(self, table: TableId, snapshot_id: str) -> None: ...
 
 
 class Clock(Protocol):

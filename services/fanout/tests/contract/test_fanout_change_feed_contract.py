@@ -15,6 +15,7 @@ from laredo_core.changes import TableId
 from laredo_core.stream import naming
 from laredo_fanout.adapters.memory import MemoryChangeFeed
 from laredo_fanout.adapters.nats_change_feed import NatsChangeFeed
+from laredo_fanout.domain.errors import StreamMismatch
 from laredo_fanout.ports import ChangeFeed, FeedMessage, FeedSubscription
 from services.fanout.tests.fanout_testkit import SOURCE, TABLE, Batches, insert, row
 
@@ -180,4 +181,38 @@ async def test_a_sink_failure_ends_the_run_with_that_error(
     task = start(backend, RecordingSink(fail_on=2), running)
     await eventually(task.done, what="the run to end")
     with pytest.raises(RuntimeError, match="sink failure"):
+        task.result()
+
+
+async def test_starts_after_a_stream_sequence_and_delivers_json_values(
+        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    await backend.create_stream()
+    batches = Batches()
+    for i in range(1, 5):
+        await backend.publish(TABLE, batches.transaction(insert(row(i))))
+    probe = RecordingSink()
+    first = start(backend, probe, running)
+    await eventually(lambda: len(probe.messages) == 4, what="every message once")
+    first.cancel()
+    sink = RecordingSink()
+    after = probe.messages[1].stream_sequence
+    task = asyncio.create_task(backend.feed.run([FeedSubscription(SOURCE, TABLE, after)], sink))
+    running.append(task)
+    await eventually(lambda: ("caught_up", TABLE, 0) in sink.events, what="caught up after the start sequence")
+    assert [m.batch.changes[0].new["id"] for m in sink.messages] == [3, 4]  # type: ignore[index]
+    assert [e[0] for e in sink.events] == ["batch", "batch", "caught_up"]
+    last = RecordingSink()
+    running.append(asyncio.create_task(backend.feed.run(
+        [FeedSubscription(SOURCE, TABLE, probe.messages[-1].stream_sequence)], last)))
+    await eventually(lambda: last.events == [("caught_up", TABLE, 0)], what="caught up at once after the last one")
+
+
+async def test_a_start_sequence_beyond_the_stream_is_a_mismatch(
+        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    await backend.create_stream()
+    await backend.publish(TABLE, Batches().transaction(insert(row(1))))
+    task = asyncio.create_task(backend.feed.run([FeedSubscription(SOURCE, TABLE, 1000)], RecordingSink()))
+    running.append(task)
+    await eventually(task.done, what="the run to end")
+    with pytest.raises(StreamMismatch, match="before the restored snapshot's 1000: it was created again"):
         task.result()

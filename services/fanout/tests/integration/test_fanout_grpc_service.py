@@ -185,5 +185,9 @@ async def test_bad_requests_get_clear_status_codes(running: Running, name: str) 
     assert status_error.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(grpc.aio.AioRpcError) as snapshots_error:
         await stub.ListSnapshots(rpb.ListSnapshotsRequest(schema=TABLE.schema, table=TABLE.name))
-    assert snapshots_error.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "later release" in (snapshots_error.value.details() or "")
+    assert snapshots_error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "no snapshot store" in (snapshots_error.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as fetch_error:
+        async for _ in stub.FetchSnapshot(rpb.FetchSnapshotRequest(snapshot_id="nope")):
+            pass
+    assert fetch_error.value.code() == grpc.StatusCode.NOT_FOUND

@@ -9,7 +9,7 @@ import pytest
 from laredo_core.changes import TableId
 from laredo_core.config import LaredoSettings, load_settings
 from laredo_core.errors import ConfigError
-from laredo_fanout.config import read_fanout_config
+from laredo_fanout.config import SnapshotConfig, StoreConfig, read_fanout_config
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -34,7 +34,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert config.subject_prefix == "laredo"
 
 
-def test_values_and_later_feature_keys_are_accepted(tmp_path: Path) -> None:
+def test_values_of_every_key(tmp_path: Path) -> None:
     config = read_fanout_config(settings_with(tmp_path, """{
         type = replication-fanout
         journal { max_entries = 50, max_age = 10m }
@@ -46,6 +46,53 @@ def test_values_and_later_feature_keys_are_accepted(tmp_path: Path) -> None:
     (target,) = config.targets
     assert (target.journal_max_entries, target.journal_max_age, target.heartbeat_interval) == (50, 600.0, 0.25)
     assert target.max_clients == 7  # the specification's grpc { max_clients } layout
+    assert (target.buffer_max_size, target.buffer_policy) == (50_000, "drop_disconnect")
+    assert target.snapshot == SnapshotConfig(interval=300.0, store=StoreConfig(kind="local"))
+
+
+def test_defaults_without_snapshot_and_buffer_sections(tmp_path: Path) -> None:
+    (target,) = read_fanout_config(settings_with(tmp_path, "{ type = replication-fanout }")).targets
+    assert target.snapshot is None and (target.buffer_max_size, target.buffer_policy) == (50_000, "drop_disconnect")
+
+
+def test_s3_snapshot_store_and_slow_down_policy(tmp_path: Path) -> None:
+    (target,) = read_fanout_config(settings_with(tmp_path, """{
+        type = replication-fanout
+        client_buffer { max_size = 100, policy = slow_down }
+        snapshot {
+          interval = 30s, store = s3, serializer = jsonl, part_rows = 1000, restore_on_start = false
+          store_config { bucket = snaps, prefix = "prod/fanout", endpoint = "http://minio:9000",
+                         access_key = ak, secret_key = sk, region = eu-west-1 }
+          retention { keep_count = 3, max_age = 1h }
+        }
+    }""")).targets
+    assert (target.buffer_max_size, target.buffer_policy) == (100, "slow_down")
+    assert target.snapshot == SnapshotConfig(
+        interval=30.0, keep_count=3, max_age=3600.0, part_rows=1000, restore_on_start=False,
+        store=StoreConfig(kind="s3", bucket="snaps", prefix="prod/fanout", endpoint="minio:9000", access_key="ak",
+                          secret_key="sk", region="eu-west-1", secure=False))
+
+
+def test_snapshot_and_buffer_problems(tmp_path: Path) -> None:
+    settings = settings_with(tmp_path, """{
+        type = replication-fanout
+        client_buffer { max_size = 0, policy = block_forever }
+        snapshot { store = s3, serializer = parquet, store_config { endpoint = "ftp://x" }, retention { keep = 1 } }
+    }""")
+    with pytest.raises(ConfigError) as caught:
+        read_fanout_config(settings, drain_grace="soonish")
+    text = "\n".join(caught.value.problems)
+    for expected in ("client_buffer.max_size: must be at least 1", "client_buffer.policy: expected one of",
+                     "snapshot.serializer: expected one of jsonl", "store_config.bucket: is required",
+                     "store_config.endpoint: scheme must be http:// or https://", "retention.keep: unknown key",
+                     "--drain-grace: expected a duration"):
+        assert expected in text, text
+
+
+def test_drain_grace_flag_overrides_the_file(tmp_path: Path) -> None:
+    settings = settings_with(tmp_path, "{ type = replication-fanout }")
+    assert read_fanout_config(settings).drain_grace == 0.0
+    assert read_fanout_config(settings, drain_grace="15s").drain_grace == 15.0
 
 
 def test_top_level_max_clients_wins(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -26,11 +25,15 @@ ROWS: list[dict[str, Any]] = [
     {"id": 2, "big": "x" * 200},  # lengths around the one/two-byte varint boundary
     {"id": 3, "big": "y" * 20_000, "n": None, "ok": True, "amount": Decimal("1.50"),
      "at": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC), "tags": ["a", "b"], "doc": {"k": [1, 2]}},
+    {"id": 4, "off": False, "zero": 0, "neg": -5, "f": 2.5, "huge": 2**60, "nan": float("nan"), "nested": [[], {}],
+     "deep": {"a": {"b": [None, True, "é" * 100]}}, "ünï": "ключ"},
 ]
 
 
 def stored(values: dict[str, Any]) -> StoredRow:
-    return StoredRow((values.get("id"),), MappingProxyType(values), ENCODER.encode_row(values))
+    """Rows hold JSON-compatible values (what the feed delivers, see ports.FeedMessage)."""
+    values = row_to_json(values)
+    return StoredRow((values.get("id"),), values, ENCODER.encode_row(values))
 
 
 def expected_struct(values: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +42,7 @@ def expected_struct(values: dict[str, Any]) -> dict[str, Any]:
     return MessageToDict(message.row)
 
 
-@pytest.mark.parametrize("values", ROWS, ids=["empty", "small", "medium", "large"])
+@pytest.mark.parametrize("values", ROWS, ids=["empty", "small", "medium", "large", "every kind"])
 def test_row_and_journal_entry_round_trip(values: dict[str, Any]) -> None:
     row, previous = stored(values), stored({"id": 0, "old": "o"})
     assert MessageToDict(rpb.SnapshotRow.FromString(row.encoded).row) == expected_struct(values)
@@ -84,6 +87,18 @@ def test_batches_concatenate_the_cached_bytes() -> None:
                                                   for e in entries]
 
 
+def test_hand_encoded_entry_equals_the_protobuf_serialization() -> None:
+    row = stored(ROWS[4])
+    for sequence, seconds, nanos, xid in ((1, 0, 0, 0), (2**40, 1_700_000_000, 1000, 2**31), (5, 0, 7, 3)):
+        data = ENCODER.journal_entry(sequence=sequence, position="0/1:2", commit_time_unix_us=seconds * 10**6 + nanos
+                                     // 1000, xid=xid, action=Action.INSERT, old=None, new=row)
+        expected = rpb.ReplicationJournalEntry(sequence=sequence, source_position="0/1:2", action="INSERT", xid=xid)
+        expected.timestamp.SetInParent()
+        expected.timestamp.seconds, expected.timestamp.nanos = seconds, nanos // 1000 * 1000
+        expected.new_values.update(row.values)
+        assert rpb.SyncResponse.FromString(data).journal_entry == expected
+
+
 def test_control_messages() -> None:
     columns = (ColumnInfo("id", 23, "int4", not_null=True, primary_key_ordinal=1), ColumnInfo("v", 25, "text"))
     handshake = rpb.SyncResponse.FromString(ENCODER.handshake(
@@ -102,3 +117,19 @@ def test_control_messages() -> None:
 @pytest.mark.parametrize(("value", "expected"), [(0, b"\x00"), (127, b"\x7f"), (128, b"\x80\x01"), (300, b"\xac\x02")])
 def test_varint(value: int, expected: bytes) -> None:
     assert varint(value) == expected
+
+
+def test_schema_change_go_away_and_fetch_messages() -> None:
+    old = (ColumnInfo("id", 23, "int4", primary_key_ordinal=1),)
+    new = (*old, ColumnInfo("v", 25, "text"))
+    change = rpb.SyncResponse.FromString(ENCODER.schema_change(sequence=4, old_columns=old, new_columns=new))
+    assert change.schema_change.sequence == 4
+    assert [c.column_name for c in change.schema_change.new_columns] == ["id", "v"]
+    away = rpb.SyncResponse.FromString(ENCODER.go_away(reason="admin", drain_deadline_unix_ms=5)).go_away
+    assert (away.reason, away.drain_deadline_unix_ms) == ("admin", 5)
+    row = rpb.FetchSnapshotResponse.FromString(ENCODER.fetch_row(stored(ROWS[1])))
+    assert MessageToDict(row.row.row) == {"id": 1.0, "name": "a"}
+    begin = rpb.FetchSnapshotResponse.FromString(ENCODER.fetch_begin(snapshot_id="s", sequence=2, row_count=3,
+                                                                       position="0/1")).begin
+    end = rpb.FetchSnapshotResponse.FromString(ENCODER.fetch_end(sequence=2, rows_sent=3, position="0/1")).end
+    assert (begin.snapshot_id, begin.row_count, end.rows_sent, end.source_position) == ("s", 3, 3, "0/1")

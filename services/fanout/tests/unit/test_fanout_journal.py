@@ -119,3 +119,15 @@ def test_resume_after_position_when_everything_was_pruned() -> None:
 
 def test_resume_after_position_with_nothing_ever_appended() -> None:
     assert Journal(10, 0).resume_after_position(Position(5)) is None
+
+
+def test_a_journal_continues_after_a_restored_snapshot() -> None:
+    journal = Journal(10, 0)
+    journal.continue_after(100, Position(500, 3))
+    assert (journal.current_sequence, journal.first_retained_sequence, journal.oldest_sequence) == (100, 101, 101)
+    assert journal.resume_after_position(Position(500, 3)) == 100  # the snapshot's own position: covered
+    assert journal.resume_after_position(Position(400)) is None  # before the snapshot: not covered
+    journal.append(JournalEntry(101, Position(600, 0), 0, 0, Action.INSERT, None, None, 0.0, b""), 0.0)
+    assert journal.resume_after_position(Position(550)) == 100 and journal.entries_after(100, 5)[0].sequence == 101
+    with pytest.raises(JournalError, match="new, empty journal only"):
+        journal.continue_after(5, Position(1))

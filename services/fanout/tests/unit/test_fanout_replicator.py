@@ -92,8 +92,8 @@ def test_message_for_another_table_on_this_subject_is_skipped() -> None:
     assert len(world.replica.state) == 0 and len(world.replica.journal) == 0
 
 
-def test_appends_wake_waiting_sessions_once_per_message() -> None:
+async def test_appends_wake_waiting_sessions_once_per_message() -> None:
     world, batches = build_world(), Batches()
     event = world.replica.appended()
     feed(world, batches.baseline([row(1)]))
-    assert event.is_set() and not world.replica.appended().is_set()
+    assert event.done() and not world.replica.appended().done()

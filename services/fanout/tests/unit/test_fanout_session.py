@@ -11,10 +11,10 @@ from laredo_testing.eventually import eventually
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo_fanout.adapters.memory import MemoryChangeFeed
 from laredo_fanout.application.client_registry import ClientState
-from laredo_fanout.application.session import SyncRequestInfo
+from laredo_fanout.domain.client_buffer import BufferPolicy
 from laredo_fanout.domain.errors import ClientFellBehind, TooManyClients
 from services.fanout.tests.conftest import World
-from services.fanout.tests.fanout_testkit import SyncReplica, as_client_rows, delete, insert, row, update
+from services.fanout.tests.fanout_testkit import as_client_rows, delete, insert, row, update
 
 MakeWorld = Callable[..., World]
 
@@ -136,22 +136,39 @@ async def test_max_clients_is_enforced(make_world: MakeWorld) -> None:
 
 
 async def test_live_client_overtaken_by_pruning_is_ended(make_world: MakeWorld) -> None:
-    world = started(make_world, journal_max_entries=5)
+    """slow_down: a client that stops reading is fed at its pace; once pruning passes it, it is ended."""
+    world = started(make_world, journal_max_entries=5, buffer_max_size=2, buffer_policy=BufferPolicy.SLOW_DOWN)
     registry = world.replica.clients
-    await eventually(lambda: world.replica.ready, what="readiness")
-    messages = world.targets.open_session(SyncRequestInfo(schema="public", table="items", client_id="slow")).messages()
-    replica = SyncReplica()
-    while not replica.snapshot_done:
-        replica.apply_bytes(await anext(messages))
-    pending = asyncio.ensure_future(anext(messages))
+    client, task = world.sync_client(client_id="slow", max_batch_size=2)  # 2 messages ahead, the rest waits
     await eventually(lambda: [c.state for c in registry.clients()] == [ClientState.LIVE], what="the client live")
     world.publish(world.batches.transaction(insert(row(50))))
-    replica.apply_bytes(await pending)
-    assert replica.sequences == [4]
-    # the client stops reading while 10 more entries arrive: the journal (5 entries) prunes past it
-    for i in range(60, 70):
+    await eventually(lambda: client.replica.sequences == [4], what="the first live entry")
+    client.stop_reading()
+    for i in range(60, 64):
         world.publish(world.batches.transaction(insert(row(i))))
-    await eventually(lambda: world.replica.journal.oldest_sequence > 5, what="pruning past the client")
+    await eventually(lambda: [c.state for c in registry.clients()] == [ClientState.BACKPRESSURED],
+                     what="the client's buffer full")
+    for i in range(64, 70):  # the journal (5 entries) prunes past what the client still needs
+        world.publish(world.batches.transaction(insert(row(i))))
+    await eventually(lambda: world.replica.journal.oldest_sequence > 8, what="pruning past the client")
+    client.resume_reading()
     with pytest.raises(ClientFellBehind, match="client slow fell behind"):
-        await anext(messages)
+        await task
     assert len(registry) == 0
+
+
+async def test_the_journal_stays_pinned_while_a_slow_client_receives_its_snapshot(make_world: MakeWorld) -> None:
+    world = started(make_world, rows=50, journal_max_entries=5, feed=MemoryChangeFeed(delivery_delay=0.001))
+    await eventually(lambda: world.replica.ready, what="the table ready")
+    client, task = world.sync_client(client_id="slow", max_batch_size=10)
+    client.stop_reading()  # it took nothing yet: the snapshot waits in its buffer, the journal is pinned at 50
+    for i in range(100, 130):
+        world.publish(world.batches.transaction(insert(row(i))))
+    await eventually(lambda: world.replica.journal.current_sequence == 80, what="30 changes applied")
+    assert world.replica.journal.first_retained_sequence == 51  # not pruned to 5 entries: pinned
+    client.resume_reading()
+    await eventually(lambda: client.replica.sequences[-1:] == [80], what="every entry after the snapshot")
+    assert client.replica.rows == server_rows(world) and client.replica.sequences == list(range(51, 81))
+    world.publish(world.batches.transaction(insert(row(200))))  # the next append prunes: nothing pins any more
+    await eventually(lambda: world.replica.journal.first_retained_sequence == 77, what="pruning once live")
+    assert not task.done()

@@ -38,6 +38,10 @@ CASES = [
     Case("pruned sequence falls to a retained snapshot", 3, None, 5, 50, RetainedSnapshot("s", 30), FROM_SNAPSHOT, 30),
     Case("no state but a retained snapshot", 0, None, 5, 50, RetainedSnapshot("s", 4), FROM_SNAPSHOT, 4),
     Case("snapshot older than the journal", 0, None, 5, 50, RetainedSnapshot("s", 3), FULL, 50),
+    Case("sequence wins over a retained snapshot", 20, None, 5, 50, RetainedSnapshot("s", 30), DELTA, 20),
+    Case("uncovered position falls to the sequence", 20, None, 5, 50, None, DELTA, 20),
+    Case("restored journal: nothing retained, snapshot at the head", 0, None, 101, 100, RetainedSnapshot("s", 100),
+         FROM_SNAPSHOT, 100),
 ]
 
 

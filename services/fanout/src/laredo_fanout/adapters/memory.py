@@ -12,7 +12,9 @@ from laredo_core.changes import TableId
 from laredo_core.errors import ProtocolError
 from laredo_core.stream.codec import decode_batch
 
+from laredo_fanout.domain.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable, StreamMismatch
 from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.domain.snapshot_format import SnapshotManifest, manifest_from_json, manifest_to_json
 from laredo_fanout.ports import ChangeSink, FeedMessage, FeedSubscription
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ class MemoryChangeFeed:
         if not self._stream_exists.is_set():
             log.info("stream does not exist yet; waiting for it")
             await self._stream_exists.wait()
-        tasks = [asyncio.create_task(self._deliver(s.table, sink)) for s in subscriptions]
+        tasks = [asyncio.create_task(self._deliver(s, sink)) for s in subscriptions]
         try:
             await asyncio.gather(*tasks)  # a sink error ends the run with that error
         finally:
@@ -66,12 +68,15 @@ class MemoryChangeFeed:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _deliver(self, table: TableId, sink: ChangeSink) -> None:
+    async def _deliver(self, subscription: FeedSubscription, sink: ChangeSink) -> None:
+        table = subscription.table
+        if subscription.start_after_sequence > self._sequence:
+            raise StreamMismatch("memory", self._sequence, subscription.start_after_sequence, table)
         messages = self._logs.setdefault(table, [])
+        delivered = sum(1 for m in messages if m.stream_sequence <= subscription.start_after_sequence)
         caught_up_at = len(messages)
-        if caught_up_at == 0:
+        if caught_up_at == delivered:
             sink.on_caught_up(table)
-        delivered = 0
         while True:
             published = self._published
             while delivered < len(messages):
@@ -86,7 +91,7 @@ class MemoryChangeFeed:
 
 def _deliver_one(table: TableId, message: _StoredMessage, sink: ChangeSink) -> None:
     try:
-        batch = decode_batch(message.data)
+        batch = decode_batch(message.data, json_values=True)
     except ProtocolError as exc:
         log.error("skipping undecodable message %d of %s: %s", message.stream_sequence, table, exc)
         return
@@ -106,6 +111,17 @@ class ManualClock:
         self.time += seconds
 
 
+class SilentObserver:
+    """An Observer that records nothing: tracing switched off (telemetry.exporter = none)."""
+
+    @contextmanager
+    def applying(self, message: FeedMessage) -> Iterator[object | None]:
+        yield None
+
+    def entries_sent(self, table: TableId, client_id: str, entries: Sequence[JournalEntry]) -> None:
+        return None
+
+
 @dataclass(slots=True)
 class RecordingObserver:
     """An Observer that remembers what it saw: applied messages and (client, sequence) sends."""
@@ -120,3 +136,59 @@ class RecordingObserver:
 
     def entries_sent(self, table: TableId, client_id: str, entries: Sequence[JournalEntry]) -> None:
         self.sent.extend((client_id, e.sequence) for e in entries)
+
+
+class MemorySnapshotStore:
+    """The SnapshotStore port in memory, with the same visibility rules (manifest last, newest first).
+
+    Faults: `unavailable = True` makes every call raise SnapshotStoreUnavailable.
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[tuple[TableId, str], dict[str, bytes]] = {}
+        self._manifests: dict[tuple[TableId, str], bytes] = {}
+        self.unavailable = False
+
+    def _check(self) -> None:
+        if self.unavailable:
+            raise SnapshotStoreUnavailable("memory snapshot store set unavailable (injected fault)")
+
+    async def write_part(self, table: TableId, snapshot_id: str, name: str, data: bytes) -> None:
+        self._check()
+        self._parts.setdefault((table, snapshot_id), {})[name] = bytes(data)
+
+    async def write_manifest(self, manifest: SnapshotManifest) -> None:
+        self._check()
+        self._manifests[(manifest.table, manifest.snapshot_id)] = manifest_to_json(manifest)
+
+    async def list_snapshots(self, table: TableId) -> list[SnapshotManifest]:
+        self._check()
+        manifests = []
+        for (owner, snapshot_id), data in list(self._manifests.items()):
+            if owner == table:
+                try:
+                    manifests.append(manifest_from_json(data, f"memory:{table}/{snapshot_id}"))
+                except SnapshotCorrupt as exc:
+                    log.error("ignoring snapshot %s of %s: %s", snapshot_id, table, exc)
+        return newest_first(manifests)
+
+    async def read_manifest(self, table: TableId, snapshot_id: str) -> SnapshotManifest | None:
+        self._check()
+        data = self._manifests.get((table, snapshot_id))
+        return manifest_from_json(data, f"memory:{table}/{snapshot_id}") if data is not None else None
+
+    async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes:
+        self._check()
+        try:
+            return self._parts[(table, snapshot_id)][name]
+        except KeyError:
+            raise SnapshotNotFound(f"{snapshot_id}/{name}") from None
+
+    async def delete_snapshot(self, table: TableId, snapshot_id: str) -> None:
+        self._check()
+        self._manifests.pop((table, snapshot_id), None)
+        self._parts.pop((table, snapshot_id), None)
+
+
+def newest_first(manifests: list[SnapshotManifest]) -> list[SnapshotManifest]:
+    return sorted(manifests, key=lambda m: (m.created_at, m.snapshot_id), reverse=True)

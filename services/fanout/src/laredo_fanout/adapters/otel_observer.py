@@ -56,8 +56,8 @@ class OtelObserver:
 
     def _send_span(self, table: TableId, client_id: str, entries: Sequence[JournalEntry]) -> None:
         parent = entries[0].trace
-        if parent is None:
-            return
+        if parent is None or not trace.get_current_span(parent).get_span_context().trace_flags.sampled:  # type: ignore
+            return  # an unsampled apply: its sends would not be recorded either
         span = self._tracer.start_span("fanout.sync.send", context=parent, attributes={  # type: ignore[arg-type]
             "laredo.table": str(table),
             "laredo.client_id": client_id,

@@ -19,8 +19,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo_core.changes import Action, ColumnInfo
-from laredo_core.jsonvalue import row_to_json
 
+from laredo_fanout.adapters import protobuf_wire
+from laredo_fanout.adapters.protobuf_wire import varint
 from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.sync_plan import SyncMode, SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
@@ -31,20 +32,12 @@ _SNAPSHOT_ROW = b"\x1a"  # SyncResponse field 3
 _JOURNAL_ENTRY = b"\x2a"  # SyncResponse field 5
 _SNAPSHOT_ROWS = b"\xa2\x06"  # SyncResponse field 100, length-delimited
 _JOURNAL_BATCH = b"\xaa\x06"  # SyncResponse field 101, length-delimited
+_FETCH_ROW = b"\x12"  # FetchSnapshotResponse field 2
 _MODES = {
     SyncMode.FULL_SNAPSHOT: pb.SYNC_MODE_FULL_SNAPSHOT,
     SyncMode.DELTA: pb.SYNC_MODE_DELTA,
     SyncMode.DELTA_FROM_SNAPSHOT: pb.SYNC_MODE_DELTA_FROM_SNAPSHOT,
 }
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _reframed(encoded: bytes, tag: bytes) -> list[Any]:
@@ -56,19 +49,14 @@ class ProtobufSyncEncoder:
     """The SyncEncoder port for the laredo.replication.v1 wire format."""
 
     def encode_row(self, values: Mapping[str, Any]) -> bytes:
-        """SnapshotRow{row} bytes; always starts with the one-byte tag of field 1."""
-        message = pb.SnapshotRow()
-        message.row.SetInParent()  # an empty row still frames as a present, empty Struct
-        message.row.update(row_to_json(values))  # type: ignore[arg-type]
-        return message.SerializeToString()
+        """SnapshotRow{row} bytes from JSON-compatible values; always starts with the tag of field 1."""
+        return protobuf_wire.snapshot_row(values)
 
     def journal_entry(self, *, sequence: int, position: str, commit_time_unix_us: int, xid: int,
                       action: Action, old: StoredRow | None, new: StoredRow | None) -> bytes:
         seconds, micros = divmod(commit_time_unix_us, 1_000_000)
-        head = pb.ReplicationJournalEntry(
-            sequence=sequence, source_position=position, action=action.value, xid=xid,
-            timestamp=Timestamp(seconds=seconds, nanos=micros * 1000),
-        ).SerializeToString()
+        head = protobuf_wire.journal_entry_head(sequence=sequence, position=position, seconds=seconds,
+                                                nanos=micros * 1000, action=action.value, xid=xid)
         parts: list[Any] = [head]
         if old is not None:
             parts += _reframed(old.encoded, _OLD_VALUES)
@@ -121,6 +109,31 @@ class ProtobufSyncEncoder:
         stamp.FromNanoseconds(int(server_time * 1e9))
         return pb.SyncResponse(heartbeat=pb.Heartbeat(current_sequence=current_sequence,
                                                       server_time=stamp)).SerializeToString()
+
+
+    def schema_change(self, *, sequence: int, old_columns: Sequence[ColumnInfo],
+                      new_columns: Sequence[ColumnInfo]) -> bytes:
+        return pb.SyncResponse(schema_change=pb.SchemaChangeNotification(
+            sequence=sequence, old_columns=column_definitions(tuple(old_columns)),
+            new_columns=column_definitions(tuple(new_columns)),
+        )).SerializeToString()
+
+    def go_away(self, *, reason: str, drain_deadline_unix_ms: int) -> bytes:
+        return pb.SyncResponse(go_away=pb.GoAway(reason=reason, drain_deadline_unix_ms=drain_deadline_unix_ms)
+                               ).SerializeToString()
+
+    def fetch_begin(self, *, snapshot_id: str, sequence: int, row_count: int, position: str) -> bytes:
+        return pb.FetchSnapshotResponse(begin=pb.SnapshotBegin(
+            snapshot_id=snapshot_id, sequence=sequence, row_count=row_count, source_position=position,
+        )).SerializeToString()
+
+    def fetch_row(self, row: StoredRow) -> bytes:
+        return b"".join((_FETCH_ROW, varint(len(row.encoded)), row.encoded))
+
+    def fetch_end(self, *, sequence: int, rows_sent: int, position: str) -> bytes:
+        return pb.FetchSnapshotResponse(end=pb.SnapshotEnd(
+            sequence=sequence, rows_sent=rows_sent, source_position=position,
+        )).SerializeToString()
 
 
 @lru_cache(maxsize=256)

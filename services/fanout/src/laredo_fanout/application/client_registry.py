@@ -1,18 +1,21 @@
-"""Connected Sync clients of one fan-out target, for admission (max_clients) and status."""
+"""Connected Sync clients of one fan-out target, for admission (max_clients), status and drain."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from laredo_fanout.application.send_buffer import SendBuffer
 from laredo_fanout.domain.errors import TooManyClients
 
 
 class ClientState(enum.Enum):
     CATCHING_UP = "catching_up"
     LIVE = "live"
-    DRAINING = "draining"
+    BACKPRESSURED = "backpressured"  # live, but its buffer is full and it is fed at its own pace (slow_down)
+    DRAINING = "draining"  # told to move to another instance (GoAway sent)
 
 
 @dataclass(slots=True, eq=False)
@@ -22,8 +25,13 @@ class ConnectedClient:
     connection_id: int
     client_id: str
     connected_at: float
-    sequence: int = 0  # the last sequence delivered to this client
+    sequence: int = 0  # the last sequence written to this client
     state: ClientState = ClientState.CATCHING_UP
+    buffer: SendBuffer | None = field(default=None, repr=False)
+
+    @property
+    def buffer_depth(self) -> int:
+        return self.buffer.depth if self.buffer is not None else 0
 
 
 class ClientRegistry:
@@ -33,6 +41,8 @@ class ClientRegistry:
         self._max_clients = max_clients
         self._clients: dict[int, ConnectedClient] = {}
         self._ids = itertools.count(1)
+        self._empty = asyncio.Event()
+        self._empty.set()
 
     def __len__(self) -> int:
         return len(self._clients)
@@ -45,10 +55,16 @@ class ClientRegistry:
             )
         client = ConnectedClient(next(self._ids), client_id, now)
         self._clients[client.connection_id] = client
+        self._empty.clear()
         return client
 
     def unregister(self, client: ConnectedClient) -> None:
         self._clients.pop(client.connection_id, None)
+        if not self._clients:
+            self._empty.set()
 
     def clients(self) -> list[ConnectedClient]:
         return list(self._clients.values())
+
+    async def wait_empty(self) -> None:
+        await self._empty.wait()

@@ -49,12 +49,31 @@ class Replicator:
                       "ingest subject naming)", message.stream_sequence, message.table, batch.table)
             return
         with self._observer.applying(message) as trace:
-            appended = self._apply(replica, batch, trace)
+            appended = self._adopt_columns(replica, batch)
+            appended += self._apply(replica, batch, trace)
+        replica.stream_sequence = message.stream_sequence
         if appended:
             replica.notify_appended()
 
+    def _adopt_columns(self, replica: TableReplica, batch: ChangeBatchInfo) -> int:
+        """Every message carries the table's columns: a change is noted for clients (returns 1), a new
+        primary key re-keys the stored rows. Replayed messages carry old columns and are ignored."""
+        if not batch.columns or batch.columns == replica.columns or not _has_news(replica, batch):
+            return 0
+        old, replica.columns = replica.columns, batch.columns
+        key = batch.key_columns
+        if key != replica.state.key_columns:
+            if replica.state.key_columns:
+                log.info("%s: primary key is now (%s)", replica.table, ", ".join(key))
+            replica.state.rekey(key)
+        if not old:
+            return 0  # the first columns seen: nothing changed for any client
+        log.info("%s: columns changed (%s)", replica.table, batch.reason or f"{batch.kind.value} message")
+        replica.note_schema_change(self._encoder.schema_change(
+            sequence=replica.journal.current_sequence, old_columns=old, new_columns=batch.columns))
+        return 1
+
     def _apply(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
-        _adopt_columns(replica, batch)
         kind = batch.kind
         if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
             return self._apply_changes(replica, batch, trace)
@@ -69,8 +88,6 @@ class Replicator:
         if kind is BatchKind.RESYNC_REQUIRED:
             log.warning("%s: the source lost continuity (%s); rows may be stale until the next baseline",
                         replica.table, batch.reason or "no reason given")
-        elif kind is BatchKind.SCHEMA_CHANGE:
-            log.info("%s: columns changed (%s)", replica.table, batch.reason or "schema change")
         return 0
 
     def _apply_changes(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
@@ -116,13 +133,9 @@ class Replicator:
                                     effect.new, now, encoded, trace), now)
 
 
-def _adopt_columns(replica: TableReplica, batch: ChangeBatchInfo) -> None:
-    """Every message carries the table's columns; a new primary key re-keys the stored rows."""
-    if batch.columns and batch.columns != replica.columns:
-        replica.columns = batch.columns
-        key = batch.key_columns
-        if key != replica.state.key_columns:
-            if replica.state.key_columns:
-                log.info("%s: primary key is now (%s)", replica.table, ", ".join(key))
-            replica.state.rekey(key)
+def _has_news(replica: TableReplica, batch: ChangeBatchInfo) -> bool:
+    """Whether the message goes beyond the applied position (its last change, or its LSN for control)."""
+    if batch.changes:
+        return replica.accepts(batch.changes[-1].position)
+    return batch.commit_lsn == 0 or replica.accepts(Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1))
 

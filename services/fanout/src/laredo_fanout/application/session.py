@@ -1,31 +1,46 @@
-"""One Sync stream: handshake, optional snapshot, journal catch-up, then live entries and heartbeats.
+"""One Sync stream: a producer fills the client's bounded send buffer, a writer empties it into the stream.
 
 Invariants:
-- snapshot + journal = complete state: the snapshot is copied and the journal pinned at its
-  sequence in one step (no await in between), so no entry falls between them;
-- entries are sent in sequence order, each exactly once per stream;
-- the journal stays pinned at the resume sequence until the client is live; a live client
-  that the journal's pruning overtakes is ended with ClientFellBehind (it re-syncs).
+- snapshot + journal = complete state: the mode is chosen, the snapshot copied and the journal
+  pinned at its sequence in one step (no await in between), so no entry falls between them;
+- entries are queued in sequence order, each once per stream (a filtered client skips some);
+- the journal stays pinned at the producer's cursor until every catch-up entry is queued; a live
+  client that pruning overtakes is ended with ClientFellBehind (it re-syncs);
+- the apply path never waits for a client: it only appends to the journal and sets an event; a
+  client that does not read fills its own buffer, and the policy (drop_disconnect, slow_down)
+  decides what happens then; the other clients are not affected;
+- when the target drains: GoAway once the client is live, streaming goes on until the client
+  leaves or the deadline passes, then the stream ends cleanly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from laredo_core.position import Position, PositionError
 
-from laredo_fanout.application.client_registry import ClientState, ConnectedClient
+from laredo_fanout.application.client_registry import ConnectedClient
+from laredo_fanout.application.send_buffer import Outgoing, SendBuffer
+from laredo_fanout.application.session_producer import SessionProducer, SnapshotCopy
 from laredo_fanout.application.table_replica import TableReplica
-from laredo_fanout.domain.errors import ClientFellBehind, EntriesPruned
-from laredo_fanout.domain.journal import JournalEntry
-from laredo_fanout.domain.sync_plan import SyncMode, SyncPlan, choose_sync_mode
-from laredo_fanout.domain.table_state import StoredRow
+from laredo_fanout.domain.errors import TargetDrained
+from laredo_fanout.domain.snapshot_format import SnapshotManifest
+from laredo_fanout.domain.subscription_filter import FieldPredicate, SubscriptionFilter
+from laredo_fanout.domain.sync_plan import RetainedSnapshot, SyncMode, SyncPlan, choose_sync_mode
 from laredo_fanout.ports import Clock, Observer, SyncEncoder
 
 log = logging.getLogger(__name__)
+
+#: Messages serialized ahead of the client's stream: one for batched clients, so entries that arrive while it is
+#: written join the next message; more for one-entry-per-message clients, so the producer wakes less often.
+_READ_AHEAD_BATCHED, _READ_AHEAD = 1, 64
+#: Writes one message to the client's stream; returns once the transport took it.
+WriteMessage = Callable[[bytes], Awaitable[object]]
+#: Finds a retained snapshot of the session's table by id (None: unknown).
+SnapshotLookup = Callable[[str], Awaitable[SnapshotManifest | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,127 +52,116 @@ class SyncRequestInfo:
     client_id: str = ""
     last_known_source_position: str = ""
     max_batch_size: int = 0  # > 1 opts into snapshot_rows / journal_batch messages
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    snapshot_id: str
-    sequence: int
-    rows: list[StoredRow]
-    position: str
+    filters: tuple[FieldPredicate, ...] = ()
 
 
 class SyncSession:
-    """Yields the pre-serialized SyncResponse messages of one client's stream."""
-
     def __init__(self, replica: TableReplica, request: SyncRequestInfo, *, encoder: SyncEncoder, clock: Clock,
-                 observer: Observer) -> None:
+                 observer: Observer, subscription: SubscriptionFilter | None = None,
+                 find_snapshot: SnapshotLookup | None = None) -> None:
         self._replica = replica
         self._request = request
         self._encoder = encoder
         self._clock = clock
         self._observer = observer
-        self._batch = max(1, request.max_batch_size)
+        self._filter = subscription if subscription else None
+        self._find_snapshot = find_snapshot
         self.client_id = request.client_id or f"anon-{int(clock.now() * 1000)}"
 
-    async def messages(self) -> AsyncIterator[bytes]:
+    async def serve(self, write: WriteMessage) -> None:
+        """Run the stream until the client leaves (cancellation), an error ends it, or a drain deadline passes."""
         replica = self._replica
         await replica.wait_ready()
+        if replica.drain_ended.is_set():
+            raise TargetDrained(f"{replica.table} on this instance is drained; connect to another instance")
+        retained = await self._retained_snapshot()
         client = replica.clients.register(self.client_id, self._clock.now())
+        batch = max(1, self._request.max_batch_size)
+        buffer = client.buffer = SendBuffer(_READ_AHEAD_BATCHED if batch > 1 else _READ_AHEAD)
         try:
-            plan, snapshot = self._plan()
-            pin = replica.journal.pin(plan.resume_from_sequence)
-            client.sequence = plan.resume_from_sequence
+            plan, snapshot = self._plan(retained)  # no await from here until the pin is taken
+            producer = SessionProducer(replica, client, buffer, plan, encoder=self._encoder, clock=self._clock,
+                                       subscription=self._filter, batch=batch)
             log.info("%s: client %s syncs with %s from sequence %d (%s)", replica.table, self.client_id,
                      plan.mode.value, plan.resume_from_sequence, plan.reason)
             try:
-                yield self._handshake(plan)
-                if snapshot is not None:
-                    async for message in self._snapshot_messages(snapshot):
-                        yield message
-                async for message in self._catch_up(client):
-                    yield message
+                await self._run(producer.run(snapshot), self._deliver(client, buffer, write))
             finally:
-                replica.journal.unpin(pin)
-            client.state = ClientState.LIVE
-            async for message in self._live(client):
-                yield message
+                producer.unpin()
         finally:
             replica.clients.unregister(client)
 
-    def _plan(self) -> tuple[SyncPlan, _Snapshot | None]:
+    async def _run(self, produce: Awaitable[None], deliver: Awaitable[None]) -> None:
+        """Producer and writer side by side; the first failure ends both, a drain deadline ends them cleanly."""
+        tasks = [asyncio.ensure_future(produce), asyncio.ensure_future(deliver),
+                 asyncio.ensure_future(self._replica.drain_ended.wait())]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks[:2]:
+                if task in done:
+                    task.result()  # a failure (client too slow, fell behind, write error) ends the stream
+            if tasks[2] in done:
+                log.info("%s: drain deadline passed; ending the stream of client %s", self._replica.table,
+                         self.client_id)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # the first failure, raised above, is the one
+
+    async def _deliver(self, client: ConnectedClient, buffer: SendBuffer, write: WriteMessage) -> None:
+        table, client_id, observer = self._replica.table, self.client_id, self._observer
+        while (item := await buffer.get()) is not None:
+            await write(item.message)
+            buffer.written(item)
+            _delivered(client, item)
+            if item.journal:
+                observer.entries_sent(table, client_id, item.journal)
+
+    async def _retained_snapshot(self) -> SnapshotManifest | None:
+        snapshot_id = self._request.last_snapshot_id
+        if not snapshot_id or self._find_snapshot is None:
+            return None
+        return await self._find_snapshot(snapshot_id)
+
+    def _plan(self, retained: SnapshotManifest | None) -> tuple[SyncPlan, SnapshotCopy | None]:
         """Choose the mode and, for a full snapshot, copy the rows at the current sequence: no await here."""
-        journal = self._replica.journal
+        replica = self._replica
+        journal = replica.journal
         plan = choose_sync_mode(
             last_known_sequence=self._request.last_known_sequence,
-            position_resume_sequence=self._position_resume_sequence(),
+            position_resume_sequence=self._resume_after(self._request.last_known_source_position, "client"),
             first_retained_sequence=journal.first_retained_sequence,
             current_sequence=journal.current_sequence,
-            retained_snapshot=None,  # fan-out snapshots arrive in a later release
+            retained_snapshot=self._retained(retained),
         )
         if plan.mode is not SyncMode.FULL_SNAPSHOT:
             return plan, None
+        position = replica.applied_position
+        rows = replica.state.rows()
+        if self._filter is not None:
+            rows = [r for r in rows if self._filter.matches(r.values)]
         sequence = journal.current_sequence
-        position = self._replica.applied_position
-        snapshot = _Snapshot(f"fanout-{sequence}-{int(self._clock.now() * 1000)}", sequence,
-                             self._replica.state.rows(), str(position) if position is not None else "")
-        return plan, snapshot
+        return plan, SnapshotCopy(f"fanout-{sequence}-{int(self._clock.now() * 1000)}", sequence, rows,
+                                  str(position) if position is not None else "")
 
-    def _position_resume_sequence(self) -> int | None:
-        text = self._request.last_known_source_position
+    def _retained(self, manifest: SnapshotManifest | None) -> RetainedSnapshot | None:
+        if manifest is None:
+            return None
+        sequence = self._resume_after(manifest.source_position, f"snapshot {manifest.snapshot_id}")
+        return RetainedSnapshot(manifest.snapshot_id, sequence) if sequence is not None else None
+
+    def _resume_after(self, text: str, whose: str) -> int | None:
+        """The journal's resume sequence for a source position (None: none given, unparseable or not covered)."""
         if not text:
             return None
         try:
             position = Position.parse(text)
         except PositionError as exc:
-            log.warning("client %s sent an unparseable last_known_source_position (%s); ignored",
-                        self.client_id, exc)
+            log.warning("client %s: the %s source position is unparseable (%s); ignored", self.client_id, whose, exc)
             return None
         return self._replica.journal.resume_after_position(position)
 
-    def _handshake(self, plan: SyncPlan) -> bytes:
-        journal = self._replica.journal
-        return self._encoder.handshake(plan, current_sequence=journal.current_sequence,
-                                       oldest_sequence=journal.oldest_sequence, columns=self._replica.columns)
 
-    async def _snapshot_messages(self, snapshot: _Snapshot) -> AsyncIterator[bytes]:
-        encoder, rows, step = self._encoder, snapshot.rows, self._batch
-        yield encoder.snapshot_begin(snapshot_id=snapshot.snapshot_id, sequence=snapshot.sequence,
-                                     row_count=len(rows), position=snapshot.position)
-        for start in range(0, len(rows), step):
-            yield encoder.snapshot_rows(rows[start: start + step])
-        yield encoder.snapshot_end(sequence=snapshot.sequence, rows_sent=len(rows), position=snapshot.position)
-
-    async def _catch_up(self, client: ConnectedClient) -> AsyncIterator[bytes]:
-        """Every entry up to the current sequence; the pin guarantees none was pruned."""
-        journal = self._replica.journal
-        while entries := journal.entries_after(client.sequence, self._batch):
-            yield self._send(client, entries)
-
-    async def _live(self, client: ConnectedClient) -> AsyncIterator[bytes]:
-        replica, loop = self._replica, asyncio.get_running_loop()
-        interval = replica.limits.heartbeat_interval
-        last_sent = loop.time()
-        while True:
-            appended = replica.appended()  # taken before the check, so no append slips between
-            try:
-                entries = replica.journal.entries_after(client.sequence, self._batch)
-            except EntriesPruned as exc:
-                raise ClientFellBehind(self.client_id, client.sequence, exc.oldest) from None
-            if entries:
-                yield self._send(client, entries)
-                last_sent = loop.time()
-                continue
-            try:
-                async with asyncio.timeout_at(last_sent + interval):
-                    await appended.wait()
-            except TimeoutError:
-                yield self._encoder.heartbeat(current_sequence=replica.journal.current_sequence,
-                                              server_time=self._clock.now())
-                last_sent = loop.time()
-
-    def _send(self, client: ConnectedClient, entries: list[JournalEntry]) -> bytes:
-        message = self._encoder.journal_entries(entries)
-        client.sequence = entries[-1].sequence
-        self._observer.entries_sent(self._replica.table, self.client_id, entries)
-        return message
+def _delivered(client: ConnectedClient, item: Outgoing) -> None:
+    if item.last_sequence is not None:
+        client.sequence = item.last_sequence

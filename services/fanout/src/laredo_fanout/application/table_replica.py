@@ -1,17 +1,25 @@
-"""One fan-out target at run time: the table's rows, its journal, readiness and change wake-ups."""
+"""One fan-out target at run time: rows, journal, readiness, change wake-ups, schema changes and drain."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from laredo_core.changes import ColumnInfo, TableId
 from laredo_core.position import Position
 
 from laredo_fanout.application.client_registry import ClientRegistry
+from laredo_fanout.domain.client_buffer import BufferLimits
 from laredo_fanout.domain.journal import Journal
+from laredo_fanout.domain.snapshot_format import SnapshotManifest
 from laredo_fanout.domain.table_state import TableState
 from laredo_fanout.ports import SyncEncoder
+
+log = logging.getLogger(__name__)
+_SCHEMA_CHANGES_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,13 +28,32 @@ class ReplicaLimits:
     journal_max_age: float
     heartbeat_interval: float
     max_clients: int
+    buffer: BufferLimits = field(default_factory=BufferLimits)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """The columns changed after journal entry `after_sequence`; `message` is the encoded notification."""
+
+    index: int
+    after_sequence: int
+    message: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DrainNotice:
+    """Why and until when drained streams are served (deadline 0 = until clients leave)."""
+
+    reason: str
+    deadline_unix_ms: int
 
 
 class TableReplica:
     """Ready once the table's baseline is complete and the feed has caught up with the stream.
 
     Sessions wait on `appended()` instead of polling: the replicator calls notify_appended()
-    after every message that added journal entries, which wakes every waiting session at once.
+    after every message that added journal entries (or a schema change), which wakes every waiting
+    session at once; a drain wakes them the same way.
     """
 
     def __init__(self, source_id: str, table: TableId, limits: ReplicaLimits, encoder: SyncEncoder) -> None:
@@ -38,10 +65,16 @@ class TableReplica:
         self.clients = ClientRegistry(limits.max_clients)
         self.columns: tuple[ColumnInfo, ...] = ()
         self.applied_position: Position | None = None
+        self.stream_sequence = 0  # JetStream sequence of the last message applied (or skipped as a replay)
         self.baseline_complete = False
         self.caught_up = False
+        self.schema_changes: list[SchemaChange] = []
+        self.drain: DrainNotice | None = None
+        self.drain_ended = asyncio.Event()  # the drain deadline passed: drained streams end
+        self.latest_snapshot: SnapshotManifest | None = None
+        self._schema_change_count = 0
         self._ready = asyncio.Event()
-        self._appended = asyncio.Event()
+        self._appended: asyncio.Future[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -58,17 +91,58 @@ class TableReplica:
         self.caught_up = True
         self._update_ready()
 
-    def appended(self) -> asyncio.Event:
-        """The event the next notify_appended() sets; take it before checking the journal."""
+    def appended(self) -> asyncio.Future[None]:
+        """Resolved by the next notify_appended(); take it before checking the journal.
+
+        Shared by every session: wait for it with asyncio.wait() (which never cancels it), not `await`.
+        """
+        if self._appended is None:
+            self._appended = asyncio.get_running_loop().create_future()
         return self._appended
 
     def notify_appended(self) -> None:
-        event, self._appended = self._appended, asyncio.Event()
-        event.set()
+        future, self._appended = self._appended, None
+        if future is not None and not future.done():
+            future.set_result(None)
 
     def accepts(self, position: Position) -> bool:
         """Whether a change at `position` is new: replays of applied positions are skipped."""
-        return self.applied_position is None or position > self.applied_position
+        applied = self.applied_position
+        return applied is None or (position.lsn, position.ordinal) > (applied.lsn, applied.ordinal)
+
+    def note_schema_change(self, message: bytes) -> None:
+        """Columns changed after the current journal entry; sessions send `message` in order."""
+        self._schema_change_count += 1
+        self.schema_changes.append(SchemaChange(self._schema_change_count, self.journal.current_sequence, message))
+        del self.schema_changes[:-_SCHEMA_CHANGES_KEPT]
+
+    def start_drain(self, notice: DrainNotice, seconds_left: float | None) -> bool:
+        """Tell sessions to send GoAway; end drained streams after `seconds_left` (None: never).
+
+        Idempotent: a second drain keeps the first notice. Returns whether this call started it.
+        """
+        if self.drain is not None:
+            return False
+        self.drain = notice
+        if seconds_left is not None:
+            asyncio.get_running_loop().call_later(max(0.0, seconds_left), self.drain_ended.set)
+        self.notify_appended()
+        return True
+
+    def restore(self, manifest: SnapshotManifest, rows: Iterable[dict[str, Any]]) -> None:
+        """Start from a snapshot: its rows, columns and position; the journal continues after its sequence."""
+        self.state.restore(manifest.key_columns, rows)
+        self.restored(manifest)
+
+    def restored(self, manifest: SnapshotManifest) -> None:
+        """The state already holds the snapshot's rows (restored in a thread): adopt the rest of it."""
+        self.columns = manifest.columns
+        position = Position.parse(manifest.source_position)
+        self.journal.continue_after(manifest.journal_sequence, position)
+        self.applied_position = position
+        self.stream_sequence = manifest.stream_sequence
+        self.latest_snapshot = manifest
+        self.mark_baseline_complete()
 
     def _update_ready(self) -> None:
         if self.baseline_complete and self.caught_up:

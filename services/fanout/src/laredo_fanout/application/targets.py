@@ -1,21 +1,33 @@
-"""The fan-out targets of this instance: request routing by schema.table, Sync sessions and status."""
+"""The fan-out targets of this instance: request routing by schema.table, Sync sessions, status, snapshots, drain."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_core.changes import ColumnInfo, TableId
 
 from laredo_fanout.application.client_registry import ConnectedClient
 from laredo_fanout.application.session import SyncRequestInfo, SyncSession
-from laredo_fanout.application.table_replica import TableReplica
-from laredo_fanout.domain.errors import InvalidSyncRequest, NotAvailableYet, TargetNotFound
+from laredo_fanout.application.snapshots import TableSnapshots
+from laredo_fanout.application.table_replica import DrainNotice, TableReplica
+from laredo_fanout.domain.errors import (
+    InvalidSyncRequest,
+    SnapshotNotFound,
+    SnapshotsNotConfigured,
+    TargetNotFound,
+)
+from laredo_fanout.domain.snapshot_format import SnapshotManifest
+from laredo_fanout.domain.subscription_filter import SubscriptionFilter
 from laredo_fanout.ports import Clock, Observer, SyncEncoder
 
-SNAPSHOTS_LATER = ("fan-out snapshots (ListSnapshots/FetchSnapshot) arrive in a later release; "
-                   "use Sync, which sends a full snapshot to clients without state")
+log = logging.getLogger(__name__)
+
+#: Column types whose values compare as numbers in filters (numeric travels as a decimal string).
+_NUMERIC_TYPES = frozenset({20, 21, 23, 26, 700, 701, 1700})
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +35,7 @@ class ClientStatus:
     client_id: str
     current_sequence: int
     behind_count: int
+    buffer_depth: int
     connected_at: float
     state: str
 
@@ -34,15 +47,17 @@ class ReplicationStatus:
     journal_entry_count: int
     row_count: int
     clients: tuple[ClientStatus, ...]
+    latest_snapshot: SnapshotManifest | None = None
 
 
 class FanoutTargets:
-    def __init__(self, replicas: Iterable[TableReplica], *, encoder: SyncEncoder, clock: Clock,
-                 observer: Observer) -> None:
+    def __init__(self, replicas: Iterable[TableReplica], *, encoder: SyncEncoder, clock: Clock, observer: Observer,
+                 snapshots: Mapping[TableId, TableSnapshots] | None = None) -> None:
         self._replicas = {r.table: r for r in replicas}
         self._encoder = encoder
         self._clock = clock
         self._observer = observer
+        self.snapshots: Mapping[TableId, TableSnapshots] = snapshots or {}
 
     @property
     def replicas(self) -> list[TableReplica]:
@@ -63,33 +78,98 @@ class FanoutTargets:
         replica = self.find(request.schema, request.table)
         if request.last_known_sequence < 0:
             raise InvalidSyncRequest(f"last_known_sequence must not be negative, got {request.last_known_sequence}")
-        return SyncSession(replica, request, encoder=self._encoder, clock=self._clock, observer=self._observer)
+        snapshots = self.snapshots.get(replica.table)
+        return SyncSession(replica, request, encoder=self._encoder, clock=self._clock, observer=self._observer,
+                           subscription=self._subscription(replica, request),
+                           find_snapshot=snapshots.find if snapshots is not None else None)
+
+    def _subscription(self, replica: TableReplica, request: SyncRequestInfo) -> SubscriptionFilter | None:
+        if not request.filters:
+            return None
+        names = {c.name for c in replica.columns}
+        unknown = [p.field for p in request.filters if names and p.field and p.field not in names]
+        if unknown:
+            raise InvalidSyncRequest(f"filter on {', '.join(map(repr, unknown))}: not a column of {replica.table} "
+                                     f"(columns: {', '.join(sorted(names))})")
+        return SubscriptionFilter(request.filters, (c.name for c in replica.columns if _numeric(c)))
 
     def status(self, schema: str, table: str) -> ReplicationStatus:
         replica = self.find(schema, table)
         journal = replica.journal
         current = journal.current_sequence
         clients = tuple(_client_status(c, current) for c in replica.clients.clients())
-        return ReplicationStatus(current, journal.oldest_sequence, len(journal), len(replica.state), clients)
+        return ReplicationStatus(current, journal.oldest_sequence, len(journal), len(replica.state), clients,
+                                 replica.latest_snapshot)
 
-    def list_snapshots(self, schema: str, table: str) -> None:
-        self.find(schema, table)
-        raise NotAvailableYet(SNAPSHOTS_LATER)
+    def _snapshots_of(self, replica: TableReplica) -> TableSnapshots:
+        snapshots = self.snapshots.get(replica.table)
+        if snapshots is None:
+            raise SnapshotsNotConfigured(f"{replica.table} has no snapshot store on this instance; set "
+                                         "snapshot { store = local } on its replication-fanout target")
+        return snapshots
 
-    def fetch_snapshot(self, snapshot_id: str) -> None:
+    async def list_snapshots(self, schema: str, table: str, limit: int = 0) -> list[SnapshotManifest]:
+        return await self._snapshots_of(self.find(schema, table)).list(limit)
+
+    async def find_snapshot(self, snapshot_id: str) -> tuple[TableSnapshots, SnapshotManifest]:
+        """The snapshot with this id in any target's store; SnapshotNotFound otherwise."""
         if not snapshot_id:
             raise InvalidSyncRequest("snapshot_id required: take one from ListSnapshots")
-        raise NotAvailableYet(SNAPSHOTS_LATER)
+        for snapshots in self.snapshots.values():
+            manifest = await snapshots.find(snapshot_id)
+            if manifest is not None:
+                return snapshots, manifest
+        raise SnapshotNotFound(snapshot_id)
+
+    async def snapshot_messages(self, snapshots: TableSnapshots, manifest: SnapshotManifest) -> AsyncIterator[bytes]:
+        """FetchSnapshotResponse bytes: begin, one per row, end."""
+        encoder, sent = self._encoder, 0
+        yield encoder.fetch_begin(snapshot_id=manifest.snapshot_id, sequence=manifest.journal_sequence,
+                                  row_count=manifest.row_count, position=manifest.source_position)
+        async for rows in snapshots.stored_rows(manifest):
+            for row in rows:
+                yield encoder.fetch_row(row)
+            sent += len(rows)
+        yield encoder.fetch_end(sequence=manifest.journal_sequence, rows_sent=sent,
+                                position=manifest.source_position)
+
+    def drain(self, schema: str, table: str, reason: str, deadline_unix: float) -> list[TableId]:
+        """GoAway to the clients of one target (or every target when schema and table are empty).
+
+        deadline_unix 0: drained streams last until their clients leave. Returns the drained tables.
+        """
+        replicas = self.replicas if not schema and not table else [self.find(schema, table)]
+        now = self._clock.now()
+        notice = DrainNotice(reason, int(deadline_unix * 1000) if deadline_unix else 0)
+        for replica in replicas:
+            if replica.start_drain(notice, deadline_unix - now if deadline_unix else None):
+                log.info("%s: draining (%s), %d clients told to move%s", replica.table, reason, len(replica.clients),
+                         f", streams end in {deadline_unix - now:.1f}s" if deadline_unix else "")
+        return [r.table for r in replicas]
+
+    @property
+    def draining(self) -> bool:
+        return any(r.drain is not None for r in self._replicas.values())
+
+    async def wait_clients_gone(self) -> None:
+        await asyncio.gather(*(r.clients.wait_empty() for r in self._replicas.values()))
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         tables = {
             str(r.table): {"ready": r.ready, "baseline_complete": r.baseline_complete, "caught_up": r.caught_up,
-                           "rows": len(r.state), "sequence": r.journal.current_sequence}
+                           "rows": len(r.state), "sequence": r.journal.current_sequence,
+                           "clients": len(r.clients), **({"draining": r.drain.reason} if r.drain else {})}
             for r in self._replicas.values()
         }
-        return all(r.ready for r in self._replicas.values()), {"tables": tables}
+        ready = all(r.ready for r in self._replicas.values()) and not self.draining
+        return ready, {"tables": tables}
+
+
+def _numeric(column: ColumnInfo) -> bool:
+    return column.type_oid in _NUMERIC_TYPES or column.base_type_oid in _NUMERIC_TYPES and \
+        not column.type_name.startswith("_")
 
 
 def _client_status(client: ConnectedClient, current: int) -> ClientStatus:
-    return ClientStatus(client.client_id, client.sequence, max(0, current - client.sequence),
+    return ClientStatus(client.client_id, client.sequence, max(0, current - client.sequence), client.buffer_depth,
                         client.connected_at, client.state.value)

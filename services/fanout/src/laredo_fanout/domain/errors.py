@@ -54,3 +54,55 @@ class EntriesPruned(FanoutError):
     def __init__(self, after_sequence: int, oldest: int) -> None:
         super().__init__(f"journal entries after sequence {after_sequence} were pruned (oldest retained: {oldest})")
         self.after_sequence, self.oldest = after_sequence, oldest
+
+
+class ClientTooSlow(FanoutError):
+    """A live client's send buffer is full and the policy is drop_disconnect."""
+
+    retryable = True
+
+    def __init__(self, client_id: str, max_size: int, sequence: int) -> None:
+        super().__init__(
+            f"client {client_id} is too slow: its send buffer of {max_size} entries is full "
+            f"(client_buffer.policy = drop_disconnect); reconnect to resume after sequence {sequence}"
+        )
+        self.client_id, self.max_size, self.sequence = client_id, max_size, sequence
+
+
+class TargetDrained(FanoutError):
+    """The target was drained and its deadline passed: clients must use another instance."""
+
+    retryable = True
+
+
+class SnapshotNotFound(FanoutError):
+    """No retained snapshot has the requested id."""
+
+    def __init__(self, snapshot_id: str) -> None:
+        super().__init__(f"snapshot {snapshot_id!r} not found (ListSnapshots shows the retained ones)")
+        self.snapshot_id = snapshot_id
+
+
+class SnapshotsNotConfigured(FanoutError):
+    """The target has no snapshot store."""
+
+
+class SnapshotCorrupt(FanoutError):
+    """A stored snapshot does not match its manifest or the format (the store holds bad data)."""
+
+
+class SnapshotStoreUnavailable(FanoutError):
+    """The snapshot store failed or cannot be reached; adapters wrap their library's errors in it."""
+
+    retryable = True
+
+
+class StreamMismatch(FanoutError):
+    """The stream ends before the sequence a restored snapshot was taken at: it was created again since."""
+
+    def __init__(self, stream: str, last_sequence: int, start_after: int, table: object) -> None:
+        super().__init__(
+            f"stream {stream} ends at sequence {last_sequence}, before the restored snapshot's {start_after}: it "
+            f"was created again after the snapshot was taken. Remove the snapshots of {table} or set "
+            "snapshot.restore_on_start = false, then start again"
+        )

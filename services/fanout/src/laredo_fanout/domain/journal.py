@@ -77,6 +77,14 @@ class Journal:
     def __len__(self) -> int:
         return len(self._entries) - self._head
 
+    def continue_after(self, sequence: int, position: Position) -> None:
+        """Start an empty journal after a restored state: the next entry gets `sequence` + 1, and a client
+        at or after `position` is covered (it resumes at `sequence`)."""
+        if self._entries or self._next_sequence != 1:
+            raise JournalError("continue_after() applies to a new, empty journal only")
+        self._next_sequence = sequence + 1
+        self._pruned_through = position
+
     def append(self, entry: JournalEntry, now: float) -> None:
         """Append the entry carrying `next_sequence`, then prune by count and age."""
         if entry.sequence != self._next_sequence:

@@ -1,7 +1,13 @@
 """The rows of one table keyed by primary key; every change replaces whole immutable rows.
 
+Values are JSON-compatible (the form laredo_core.jsonvalue gives: what clients see in a Struct and what
+snapshots store as JSON lines), so a state restored from a snapshot serves exactly the bytes a state built
+from the stream serves; no Python-typed value is needed after the stream codec converted it.
+
 Invariants:
-- a stored row is never mutated: a change builds a new StoredRow, so a snapshot is a list copy;
+- a stored row is never mutated (its `values` dict is never changed after creation, by convention: a
+  plain dict costs less memory than a read-only proxy): a change builds a new StoredRow, so a snapshot
+  is a list copy;
 - applying the same change twice has the effect of applying it once (idempotent by key);
 - an unchanged TOASTed value (UNCHANGED) keeps the stored value of that column.
 """
@@ -10,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from laredo_core.changes import Action, RowChange
@@ -23,7 +28,7 @@ RowEncoder = Callable[[Mapping[str, Any]], bytes]
 
 @dataclass(frozen=True, slots=True)
 class StoredRow:
-    """One version of one row. `values` is read-only; `encoded` is its wire form, shared by every reader."""
+    """One version of one row. `values` is never modified; `encoded` is its wire form, shared by every reader."""
 
     key: RowKey
     values: Mapping[str, Any]
@@ -67,6 +72,20 @@ class TableState:
 
     def get(self, key: RowKey) -> StoredRow | None:
         return self._rows.get(key)
+
+    @property
+    def baseline_in_progress(self) -> bool:
+        """Between a baseline's BEGIN and END: the rows seen so far exist only in memory, not in a snapshot."""
+        return self._baseline_id is not None
+
+    def restore(self, key_columns: tuple[str, ...], rows: Iterable[dict[str, Any]]) -> None:
+        """Replace every row by `rows` (JSON-compatible values, e.g. from a snapshot)."""
+        self._key_columns = key_columns
+        self._baseline_id, self._baseline_seen = None, set()
+        self._rows = {}
+        for values in rows:
+            key = self.key_of(values)
+            self._rows[key] = StoredRow(key, values, self._encode(values))
 
     def rows(self) -> list[StoredRow]:
         """A point-in-time copy: later changes replace rows in the table, never in this list."""
@@ -142,7 +161,7 @@ class TableState:
             del self._rows[source_key]
         elif previous is not None and previous.values == values:
             return None
-        row = StoredRow(key, MappingProxyType(values), self._encode(values))
+        row = StoredRow(key, values, self._encode(values))
         self._rows[key] = row
         return RowEffect(action, previous, row)
 
@@ -156,8 +175,8 @@ class TableState:
 
 def merge_unchanged(new_values: Mapping[str, Any], previous: StoredRow | None) -> dict[str, Any]:
     """New values with UNCHANGED replaced by the stored ones; dropped when nothing is stored."""
-    if not any(v is UNCHANGED for v in new_values.values()):
-        return dict(new_values)
+    if UNCHANGED not in new_values.values():  # identity first, so no value's __eq__ is needed
+        return new_values if type(new_values) is dict else dict(new_values)
     stored = previous.values if previous is not None else {}
     return {
         name: (stored[name] if value is UNCHANGED else value)

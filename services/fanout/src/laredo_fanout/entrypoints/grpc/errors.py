@@ -6,9 +6,15 @@ import grpc
 
 from laredo_fanout.domain.errors import (
     ClientFellBehind,
+    ClientTooSlow,
     FanoutError,
     InvalidSyncRequest,
     NotAvailableYet,
+    SnapshotCorrupt,
+    SnapshotNotFound,
+    SnapshotsNotConfigured,
+    SnapshotStoreUnavailable,
+    TargetDrained,
     TargetNotFound,
     TooManyClients,
 )
@@ -16,8 +22,14 @@ from laredo_fanout.domain.errors import (
 _STATUS: tuple[tuple[type[FanoutError], grpc.StatusCode], ...] = (
     (InvalidSyncRequest, grpc.StatusCode.INVALID_ARGUMENT),
     (TargetNotFound, grpc.StatusCode.NOT_FOUND),
+    (SnapshotNotFound, grpc.StatusCode.NOT_FOUND),
     (TooManyClients, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ClientTooSlow, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (ClientFellBehind, grpc.StatusCode.ABORTED),
+    (TargetDrained, grpc.StatusCode.UNAVAILABLE),
+    (SnapshotsNotConfigured, grpc.StatusCode.FAILED_PRECONDITION),
+    (SnapshotCorrupt, grpc.StatusCode.INTERNAL),
+    (SnapshotStoreUnavailable, grpc.StatusCode.INTERNAL),
     (NotAvailableYet, grpc.StatusCode.UNIMPLEMENTED),
 )
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from laredo.replication.v1 import replication_pb2 as pb
 
 from laredo_fanout.application.session import SyncRequestInfo
 from laredo_fanout.application.targets import ReplicationStatus
+from laredo_fanout.domain.snapshot_format import SnapshotManifest
+from laredo_fanout.domain.subscription_filter import FieldPredicate, MatchKind
 
 
 def sync_request(request: pb.SyncRequest) -> SyncRequestInfo:
@@ -19,11 +22,24 @@ def sync_request(request: pb.SyncRequest) -> SyncRequestInfo:
         client_id=request.client_id,
         last_known_source_position=request.last_known_source_position,
         max_batch_size=request.max_batch_size,
+        filters=tuple(field_predicate(p) for p in request.filters),
     )
 
 
+def field_predicate(predicate: pb.FieldPredicate) -> FieldPredicate:
+    which = predicate.WhichOneof("match")
+    if which == "equals":
+        return FieldPredicate(predicate.field, MatchKind.EQUALS, json_format.MessageToDict(predicate.equals))
+    if which == "prefix":
+        return FieldPredicate(predicate.field, MatchKind.PREFIX, predicate.prefix)
+    if which == "in":
+        return FieldPredicate(predicate.field, MatchKind.IN,
+                              tuple(json_format.MessageToDict(getattr(predicate, "in"))))
+    return FieldPredicate(predicate.field, None)
+
+
 def status_response(status: ReplicationStatus) -> pb.GetReplicationStatusResponse:
-    return pb.GetReplicationStatusResponse(
+    response = pb.GetReplicationStatusResponse(
         current_sequence=status.current_sequence,
         journal_oldest_sequence=status.journal_oldest_sequence,
         journal_entry_count=status.journal_entry_count,
@@ -31,10 +47,21 @@ def status_response(status: ReplicationStatus) -> pb.GetReplicationStatusRespons
         connected_clients=len(status.clients),
         clients=[
             pb.ConnectedClient(client_id=c.client_id, current_sequence=c.current_sequence,
-                               behind_count=c.behind_count, buffer_depth=0,
+                               behind_count=c.behind_count, buffer_depth=c.buffer_depth,
                                connected_at=_timestamp(c.connected_at), state=c.state)
             for c in status.clients
         ],
+    )
+    if status.latest_snapshot is not None:
+        response.latest_snapshot.CopyFrom(snapshot_info(status.latest_snapshot))
+    return response
+
+
+def snapshot_info(manifest: SnapshotManifest) -> pb.ReplicationSnapshotInfo:
+    return pb.ReplicationSnapshotInfo(
+        snapshot_id=manifest.snapshot_id, sequence=manifest.journal_sequence,
+        source_position=manifest.source_position, row_count=manifest.row_count,
+        size_bytes=manifest.size_bytes, created_at=_timestamp(manifest.created_at),
     )
 
 

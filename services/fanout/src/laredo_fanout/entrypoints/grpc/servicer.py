@@ -1,7 +1,7 @@
 """The Replication service, registered under the specification's and upstream's names.
 
-Sync yields pre-serialized SyncResponse bytes (built once per row or entry and shared by every
-client), so its handler's response serializer is the identity.
+Sync and FetchSnapshot send pre-serialized response bytes (built once per row or entry and shared by
+every client), so their handlers' response serializer is the identity.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import grpc
 from laredo.replication.v1 import replication_pb2 as pb
 
 from laredo_fanout.application.targets import FanoutTargets
-from laredo_fanout.domain.errors import ClientFellBehind, FanoutError
+from laredo_fanout.domain.errors import ClientFellBehind, ClientTooSlow, FanoutError
 from laredo_fanout.entrypoints.grpc import mappers
 from laredo_fanout.entrypoints.grpc.errors import status_for
 
@@ -36,16 +36,16 @@ class ReplicationServicer:
     def __init__(self, targets: FanoutTargets) -> None:
         self._targets = targets
 
-    async def sync(self, request: pb.SyncRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+    async def sync(self, request: pb.SyncRequest, context: grpc.aio.ServicerContext) -> None:
+        """Writes with context.write, so a client that stops reading can be ended while a write waits."""
         try:
             session = self._targets.open_session(mappers.sync_request(request))
-            async with aclosing(session.messages()) as messages:
-                async for message in messages:
-                    yield message
+            await session.serve(context.write)
         except FanoutError as exc:
-            if isinstance(exc, ClientFellBehind):
+            if isinstance(exc, (ClientFellBehind, ClientTooSlow)):
                 log.warning("%s.%s: %s", request.schema, request.table, exc)
-            await context.abort(*status_for(exc))
+            if not context.cancelled():  # a client that already left gets no status
+                await context.abort(*status_for(exc))
 
     async def get_replication_status(self, request: pb.GetReplicationStatusRequest,
                                      context: grpc.aio.ServicerContext) -> pb.GetReplicationStatusResponse:
@@ -58,19 +58,21 @@ class ReplicationServicer:
     async def list_snapshots(self, request: pb.ListSnapshotsRequest,
                              context: grpc.aio.ServicerContext) -> pb.ListSnapshotsResponse:
         try:
-            self._targets.list_snapshots(request.schema, request.table)
+            manifests = await self._targets.list_snapshots(request.schema, request.table, request.limit)
         except FanoutError as exc:
             await context.abort(*status_for(exc))
-        return pb.ListSnapshotsResponse()
+            raise  # unreachable: abort raises
+        return pb.ListSnapshotsResponse(snapshots=[mappers.snapshot_info(m) for m in manifests])
 
     async def fetch_snapshot(self, request: pb.FetchSnapshotRequest,
-                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.FetchSnapshotResponse]:
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         try:
-            self._targets.fetch_snapshot(request.snapshot_id)
+            snapshots, manifest = await self._targets.find_snapshot(request.snapshot_id)
+            async with aclosing(self._targets.snapshot_messages(snapshots, manifest)) as messages:
+                async for message in messages:
+                    yield message
         except FanoutError as exc:
             await context.abort(*status_for(exc))
-        return
-        yield  # an async generator: FetchSnapshot is server-streaming
 
 
 def generic_handlers(servicer: ReplicationServicer) -> list[grpc.GenericRpcHandler]:
@@ -87,6 +89,6 @@ def generic_handlers(servicer: ReplicationServicer) -> list[grpc.GenericRpcHandl
             response_serializer=pb.ListSnapshotsResponse.SerializeToString),
         "FetchSnapshot": grpc.unary_stream_rpc_method_handler(
             servicer.fetch_snapshot, request_deserializer=pb.FetchSnapshotRequest.FromString,
-            response_serializer=pb.FetchSnapshotResponse.SerializeToString),
+            response_serializer=_pre_serialized),
     }
     return [grpc.method_handlers_generic_handler(name, methods) for name in SERVICE_NAMES]

@@ -1,0 +1,127 @@
+"""Lightweight Sync readers for bench/fanout.py, in their own process so the fan-out process is measured alone.
+
+Each stream parses its messages (protobuf in C), counts snapshot rows and journal entries, and notes the time
+its last expected entry arrived; with --latency it also notes now - entry.timestamp for every entry. Output:
+JSON lines on stdout: {"event": "live"} once every stream passed its handshake (and snapshot), then
+{"event": "done", ...} with the counts, the finish time and latency percentiles.
+Usage (by bench/fanout.py): fanout_clients.py --address 127.0.0.1:4002 --clients 100 --batch 0 --until 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+import grpc
+
+from laredo.replication.v1 import replication_pb2 as pb
+
+METHOD = "/laredo.replication.v1.TableSyncReplication/Sync"
+STREAMS_PER_CONNECTION = 50
+
+
+class Reader:
+    def __init__(self, until: int, latency: bool) -> None:
+        self.until = until
+        self.latency = latency
+        self.entries = 0
+        self.rows = 0
+        self.last_sequence = 0
+        self.live = asyncio.Event()
+        self.done = asyncio.Event()
+        self.started_at = 0.0
+        self.snapshot_at = 0.0
+        self.finished_at = 0.0
+        self.latencies: list[float] = []
+
+    def entry(self, entry: pb.ReplicationJournalEntry, now: float) -> None:
+        self.entries += 1
+        self.last_sequence = entry.sequence
+        if self.latency:
+            self.latencies.append(now - (entry.timestamp.seconds + entry.timestamp.nanos / 1e9))
+
+    def message(self, data: bytes) -> None:
+        message = pb.SyncResponse.FromString(data)
+        which = message.WhichOneof("message")
+        now = time.time()
+        if which == "journal_entry":
+            self.entry(message.journal_entry, now)
+        elif which == "journal_batch":
+            for entry in message.journal_batch.entries:
+                self.entry(entry, now)
+        elif which == "snapshot_rows":
+            self.rows += len(message.snapshot_rows.rows)
+        elif which == "snapshot_row":
+            self.rows += 1
+        elif which == "snapshot_end":
+            self.snapshot_at = now
+            self.last_sequence = message.snapshot_end.sequence
+            self.live.set()
+        elif which == "handshake" and message.handshake.mode != pb.SYNC_MODE_FULL_SNAPSHOT:
+            self.last_sequence = message.handshake.resume_from_sequence
+            self.live.set()
+        if self.last_sequence >= self.until and not self.done.is_set():
+            self.finished_at = now
+            self.done.set()
+
+
+async def read(channel: grpc.aio.Channel, reader: Reader, request: pb.SyncRequest) -> None:
+    call = channel.unary_stream(METHOD, request_serializer=pb.SyncRequest.SerializeToString,
+                                response_deserializer=lambda data: data)(request)
+    reader.started_at = time.time()
+    async for data in call:
+        reader.message(data)
+        if reader.done.is_set():
+            call.cancel()
+            return
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else 0.0
+
+
+async def run(args: argparse.Namespace) -> None:
+    connections = max(1, -(-args.clients // STREAMS_PER_CONNECTION))
+    channels = [grpc.aio.insecure_channel(args.address, options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in range(connections)]
+    readers = [Reader(args.until, args.latency) for _ in range(args.clients)]
+    tasks = [asyncio.create_task(read(channels[i % connections], reader, pb.SyncRequest(
+        schema=args.schema, table=args.table, client_id=f"bench-{i}", last_known_sequence=args.since,
+        max_batch_size=args.batch))) for i, reader in enumerate(readers)]
+    await asyncio.gather(*(r.live.wait() for r in readers))
+    print(json.dumps({"event": "live"}), flush=True)
+    await asyncio.gather(*(r.done.wait() for r in readers))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    latencies = [x for r in readers for x in r.latencies]
+    print(json.dumps({
+        "event": "done", "finished_at": max(r.finished_at for r in readers),
+        "entries": sum(r.entries for r in readers), "rows": sum(r.rows for r in readers),
+        "snapshot_seconds": max(r.snapshot_at - r.started_at for r in readers) if args.since == 0 else 0.0,
+        "latency_ms": {"count": len(latencies), **{f"p{p}": percentile(latencies, p) * 1000 for p in (50, 90, 99)},
+                       "max": max(latencies, default=0.0) * 1000},
+    }), flush=True)
+    for channel in channels:
+        await channel.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--schema", default="public")
+    parser.add_argument("--table", default="bench_items")
+    parser.add_argument("--clients", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=0, help="max_batch_size (0: one entry per message)")
+    parser.add_argument("--since", type=int, default=0, help="last_known_sequence (0: full snapshot)")
+    parser.add_argument("--until", type=int, required=True, help="stop once this sequence arrived")
+    parser.add_argument("--latency", action="store_true")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The short queue of serialized messages between a Sync session's producer and the task writing to its client.
+
+One producer, one consumer. It holds at most `read_ahead` messages (the one being written included): the
+entries a client has yet to receive
+wait in the shared journal (the session's cursor marks where), so a batched client gets whatever piled up
+while its previous message was being written, in one message. `depth` counts the journal entries (or
+snapshot rows) in the queued messages, the one being written included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from laredo_fanout.domain.journal import JournalEntry
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message for the client. `last_sequence`: the client's sequence once it is written."""
+
+    message: bytes
+    entries: int = 0
+    last_sequence: int | None = None
+    journal: Sequence[JournalEntry] = ()
+
+
+class SendBuffer:
+    def __init__(self, read_ahead: int) -> None:
+        self.read_ahead = max(1, read_ahead)
+        self.depth = 0
+        self._items: deque[Outgoing] = deque()
+        self._writing = 0  # messages taken by the writer and not written yet
+        self._closed = False
+        self._getter: asyncio.Future[None] | None = None
+        self._room: asyncio.Future[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._items) + self._writing
+
+    def has_room(self) -> bool:
+        return len(self) < self.read_ahead
+
+    def room(self) -> asyncio.Future[None]:
+        """Resolved once a message was written (there may be room then); shared by every caller."""
+        if self._room is None or self._room.done():
+            self._room = asyncio.get_running_loop().create_future()
+            if self.has_room():
+                self._room.set_result(None)
+        return self._room
+
+    def push(self, item: Outgoing) -> None:
+        """Queue the item whatever the length (control messages the client must get, e.g. GoAway)."""
+        self._items.append(item)
+        self.depth += item.entries
+        _wake(self._getter)
+
+    def offer(self, item: Outgoing) -> bool:
+        """Queue the item if there is room; False (nothing queued) otherwise."""
+        if not self.has_room():
+            return False
+        self.push(item)
+        return True
+
+    async def put(self, item: Outgoing) -> None:
+        """Queue the item once there is room."""
+        while not self.has_room():
+            await self.room()
+        self.push(item)
+
+    async def get(self) -> Outgoing | None:
+        """The next item to write, or None once closed and empty."""
+        while not self._items:
+            if self._closed:
+                return None
+            self._getter = asyncio.get_running_loop().create_future()
+            try:
+                await self._getter
+            finally:
+                self._getter = None
+        self._writing += 1
+        return self._items.popleft()
+
+    def written(self, item: Outgoing) -> None:
+        """The item reached the transport."""
+        self._writing -= 1
+        self.depth -= item.entries
+        _wake(self._room)
+
+    def close(self) -> None:
+        self._closed = True
+        _wake(self._getter)
+
+
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,181 @@
+"""Fan-out snapshots of one target: taken every interval, kept by retention, listed, fetched and restored.
+
+A snapshot captures rows, columns, source position, stream sequence and journal sequence in one step
+(no await in between; rows are immutable, so serializing them later in a thread is safe). Parts are
+written one by one, the manifest last. Never taken during a baseline (its rows would be incomplete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from laredo_core.changes import TableId
+from laredo_core.position import PositionError
+
+from laredo_fanout.application.table_replica import TableReplica
+from laredo_fanout.domain.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
+from laredo_fanout.domain.snapshot_format import (
+    Checksum,
+    SnapshotManifest,
+    decode_rows,
+    encode_part,
+    expired,
+    new_snapshot_id,
+    verify_part,
+)
+from laredo_fanout.domain.table_state import StoredRow
+from laredo_fanout.ports import Clock, SnapshotStore, SyncEncoder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPolicy:
+    interval: float = 300.0  # seconds between snapshots; 0 = none taken periodically
+    keep_count: int = 5  # 0 = no count limit
+    max_age: float = 0.0  # seconds; 0 = no age limit
+    part_rows: int = 100_000
+    restore_on_start: bool = True
+
+
+class TableSnapshots:
+    def __init__(self, replica: TableReplica, store: SnapshotStore, policy: SnapshotPolicy, *, encoder: SyncEncoder,
+                 clock: Clock) -> None:
+        self.replica = replica
+        self.store = store
+        self.policy = policy
+        self._encoder = encoder
+        self._clock = clock
+        self._known: dict[str, SnapshotManifest] = {}  # manifests never change: cache the ones looked up
+        self._taking = asyncio.Lock()  # the timer, an OAM command and the stop may ask at once: one at a time
+
+    @property
+    def table(self) -> TableId:
+        return self.replica.table
+
+    async def run(self) -> None:
+        """Take a snapshot every interval; store failures are logged and retried at the next one."""
+        if self.policy.interval <= 0:
+            return
+        while True:
+            await asyncio.sleep(self.policy.interval)  # a timer, not a hot path
+            try:
+                await self.take()
+            except SnapshotStoreUnavailable as exc:
+                log.warning("%s: snapshot not stored (%s); retrying in %.0fs", self.table, exc, self.policy.interval)
+
+    async def take(self) -> SnapshotManifest | None:
+        """Snapshot the current state; None when the table is not ready, mid-baseline or unchanged."""
+        async with self._taking:
+            return await self._take()
+
+    async def _take(self) -> SnapshotManifest | None:
+        replica = self.replica
+        position = replica.applied_position
+        latest = replica.latest_snapshot
+        if not replica.ready or replica.state.baseline_in_progress or position is None:
+            return None
+        if latest is not None and latest.source_position == str(position):
+            return None
+        rows = [r.values for r in replica.state.rows()]
+        created = self._clock.now()
+        base = SnapshotManifest(
+            snapshot_id=new_snapshot_id(created, replica.journal.current_sequence, secrets.token_hex(3)),
+            table=replica.table, columns=replica.columns, key_columns=replica.state.key_columns,
+            row_count=len(rows), source_position=str(position), stream_sequence=replica.stream_sequence,
+            journal_sequence=replica.journal.current_sequence, created_at=created, parts=(), checksum="",
+            source_id=replica.source_id)
+        manifest = await self._write(base, rows)
+        replica.latest_snapshot = self._known[manifest.snapshot_id] = manifest
+        log.info("%s: snapshot %s stored (%d rows, position %s, %d bytes)", self.table, manifest.snapshot_id,
+                 manifest.row_count, manifest.source_position, manifest.size_bytes)
+        await self.apply_retention()
+        return manifest
+
+    async def _write(self, base: SnapshotManifest, rows: list[dict[str, Any]]) -> SnapshotManifest:
+        checksum, parts, step = Checksum(), [], self.policy.part_rows
+        for index, start in enumerate(range(0, max(len(rows), 1), step)):
+            part, data = await asyncio.to_thread(encode_part, index, rows[start:start + step])
+            checksum.update(data)
+            await self.store.write_part(base.table, base.snapshot_id, part.name, data)
+            parts.append(part)
+        manifest = replace(base, parts=tuple(parts), checksum=checksum.value)
+        await self.store.write_manifest(manifest)
+        return manifest
+
+    async def apply_retention(self) -> None:
+        manifests = await self.store.list_snapshots(self.table)
+        for manifest in expired(manifests, self._clock.now(), self.policy.keep_count, self.policy.max_age):
+            await self.store.delete_snapshot(self.table, manifest.snapshot_id)
+            self._known.pop(manifest.snapshot_id, None)
+            log.info("%s: snapshot %s removed by retention", self.table, manifest.snapshot_id)
+
+    async def list(self, limit: int = 0) -> list[SnapshotManifest]:
+        manifests = await self.store.list_snapshots(self.table)
+        if manifests:
+            self.replica.latest_snapshot = manifests[0]
+        return manifests[:limit] if limit > 0 else manifests
+
+    async def find(self, snapshot_id: str) -> SnapshotManifest | None:
+        manifest = self._known.get(snapshot_id)
+        if manifest is None:
+            manifest = await self.store.read_manifest(self.table, snapshot_id)
+            if manifest is not None:
+                self._known[snapshot_id] = manifest
+        return manifest
+
+    async def stored_rows(self, manifest: SnapshotManifest) -> AsyncIterator[list[StoredRow]]:
+        """The snapshot's rows part by part, each checked against the manifest and encoded for clients."""
+        for part in manifest.parts:
+            where = f"snapshot {manifest.snapshot_id} of {self.table}"
+            data = await self.store.read_part(self.table, manifest.snapshot_id, part.name)
+            yield await asyncio.to_thread(self._decode_part, part, data, where)
+
+    def _decode_part(self, part: Any, data: bytes, where: str) -> list[StoredRow]:
+        verify_part(part, data, where)
+        encode = self._encoder.encode_row
+        return [StoredRow((), values, encode(values)) for values in decode_rows(data, where)]
+
+    async def restore_newest(self) -> SnapshotManifest | None:
+        """Load the newest usable snapshot into the replica; older ones are tried when one is damaged."""
+        try:
+            manifests = await self.store.list_snapshots(self.table)
+        except SnapshotStoreUnavailable as exc:
+            log.warning("%s: cannot list snapshots (%s); rebuilding from the stream", self.table, exc)
+            return None
+        for manifest in manifests:
+            try:
+                rows = await self._verified_rows(manifest)
+                await asyncio.to_thread(self.replica.state.restore, manifest.key_columns, rows)
+                self.replica.restored(manifest)
+            except (SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable, PositionError) as exc:
+                log.error("%s: snapshot %s unusable (%s); trying an older one", self.table, manifest.snapshot_id, exc)
+                continue
+            self._known[manifest.snapshot_id] = manifest
+            log.info("%s: restored snapshot %s (%d rows at %s); consuming the stream after sequence %d",
+                     self.table, manifest.snapshot_id, manifest.row_count, manifest.source_position,
+                     manifest.stream_sequence)
+            return manifest
+        return None
+
+    async def _verified_rows(self, manifest: SnapshotManifest) -> list[dict[str, Any]]:
+        where = f"snapshot {manifest.snapshot_id} of {self.table}"
+        if manifest.table != self.table:
+            raise SnapshotCorrupt(f"{where}: its manifest names table {manifest.table}")
+        checksum, rows = Checksum(), []
+        for part in manifest.parts:
+            data = await self.store.read_part(self.table, manifest.snapshot_id, part.name)
+            checksum.update(data)
+            verify_part(part, data, where)
+            rows += await asyncio.to_thread(decode_rows, data, where)
+        if manifest.checksum and checksum.value != manifest.checksum:
+            raise SnapshotCorrupt(f"{where}: checksum {checksum.value} differs from the manifest's")
+        if len(rows) != manifest.row_count:
+            raise SnapshotCorrupt(f"{where}: {len(rows)} rows, the manifest says {manifest.row_count}")
+        return rows
+

@@ -1,0 +1,199 @@
+"""The snapshot format (JSON lines + manifest), shared with the Spark compaction job; pure functions only.
+
+A snapshot of table `schema.table` lives under `<schema>.<table>/<snapshot_id>/` (each name token
+escaped as NATS subject tokens are: [A-Za-z0-9_-] kept, every other byte as %XX):
+- `rows-00000.jsonl`, `rows-00001.jsonl`, ...: one JSON object per line and row, values as
+  laredo_core.jsonvalue gives them (what clients see); UTF-8, "\n" after every line;
+- `manifest.json`, written last: the snapshot exists only once it is there. Readers ignore a
+  directory without one (a writer that died half-way leaves only part files).
+See docs/architecture.md, "Snapshot format", for every manifest field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from laredo_core.changes import ColumnInfo, TableId
+from laredo_core.stream.naming import escape_token
+
+from laredo_fanout.domain.errors import SnapshotCorrupt
+
+FORMAT = "jsonl"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+def part_name(index: int) -> str:
+    return f"rows-{index:05d}.jsonl"
+
+
+def table_directory(table: TableId) -> str:
+    return f"{escape_token(table.schema)}.{escape_token(table.name)}"
+
+
+def new_snapshot_id(created_at: float, journal_sequence: int, nonce: str) -> str:
+    """Ids sort by creation time: 20261122T110512345Z-<journal sequence>-<nonce>."""
+    stamp = dt.datetime.fromtimestamp(created_at, dt.timezone.utc)
+    return f"{stamp:%Y%m%dT%H%M%S}{stamp.microsecond // 1000:03d}Z-{journal_sequence}-{nonce}"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPart:
+    name: str
+    rows: int
+    size_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotManifest:
+    """What a snapshot holds and where it stands in the stream.
+
+    source_position: text Position of the last change applied; stream_sequence: JetStream sequence of
+    the last message applied for the table (a restore consumes from the next one); journal_sequence:
+    the writing instance's journal sequence at that point (0 when written outside fan-out).
+    """
+
+    snapshot_id: str
+    table: TableId
+    columns: tuple[ColumnInfo, ...]
+    key_columns: tuple[str, ...]
+    row_count: int
+    source_position: str
+    stream_sequence: int
+    journal_sequence: int
+    created_at: float  # Unix seconds
+    parts: tuple[SnapshotPart, ...]
+    checksum: str  # "sha256:<hex>" of every part file's bytes, in parts order
+    source_id: str = ""
+    producer: str = "laredo-fanout"
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(p.size_bytes for p in self.parts)
+
+
+def encode_rows(rows: Iterable[Mapping[str, Any]]) -> bytes:
+    """JSON lines of rows; values must already be JSON-compatible (no NaN: jsonvalue makes it a string)."""
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    return "".join([dumps(row) + "\n" for row in rows]).encode("utf-8")
+
+
+def decode_rows(data: bytes, where: str) -> list[dict[str, Any]]:
+    try:
+        rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SnapshotCorrupt(f"{where}: not JSON lines ({exc})") from None
+    if not all(isinstance(row, dict) for row in rows):
+        raise SnapshotCorrupt(f"{where}: every line must be a JSON object (one row)")
+    return rows
+
+
+def encode_part(index: int, rows: Sequence[Mapping[str, Any]]) -> tuple[SnapshotPart, bytes]:
+    data = encode_rows(rows)
+    return SnapshotPart(part_name(index), len(rows), len(data), hashlib.sha256(data).hexdigest()), data
+
+
+class Checksum:
+    """The snapshot checksum: sha256 over every part file's bytes, in parts order."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def update(self, data: bytes) -> None:
+        self._hash.update(data)
+
+    @property
+    def value(self) -> str:
+        return f"sha256:{self._hash.hexdigest()}"
+
+
+def verify_part(part: SnapshotPart, data: bytes, where: str) -> None:
+    if len(data) != part.size_bytes or hashlib.sha256(data).hexdigest() != part.sha256:
+        raise SnapshotCorrupt(f"{where}: {part.name} does not match its manifest entry (size or sha256)")
+
+
+def expired(manifests: Sequence[SnapshotManifest], now: float, keep_count: int, max_age: float
+            ) -> list[SnapshotManifest]:
+    """Snapshots retention removes (input newest first): beyond keep_count or older than max_age
+    (0 = no limit for either); the newest is always kept."""
+    return [m for index, m in enumerate(manifests)
+            if index > 0 and ((keep_count and index >= keep_count) or (max_age and now - m.created_at > max_age))]
+
+
+def manifest_to_json(manifest: SnapshotManifest) -> bytes:
+    created = dt.datetime.fromtimestamp(manifest.created_at, dt.timezone.utc)
+    document = {
+        "format": manifest.format,
+        "format_version": manifest.format_version,
+        "snapshot_id": manifest.snapshot_id,
+        "table": {"schema": manifest.table.schema, "name": manifest.table.name},
+        "source_id": manifest.source_id,
+        "columns": [_column_to_json(c) for c in manifest.columns],
+        "key_columns": list(manifest.key_columns),
+        "row_count": manifest.row_count,
+        "source_position": manifest.source_position,
+        "stream_sequence": manifest.stream_sequence,
+        "journal_sequence": manifest.journal_sequence,
+        "created_at": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "checksum": manifest.checksum,
+        "parts": [{"name": p.name, "rows": p.rows, "size_bytes": p.size_bytes, "sha256": p.sha256}
+                  for p in manifest.parts],
+        "producer": manifest.producer,
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def manifest_from_json(data: bytes, where: str) -> SnapshotManifest:
+    try:
+        document = json.loads(data.decode("utf-8"))
+        if document.get("format") != FORMAT:
+            raise SnapshotCorrupt(f"{where}: format {document.get('format')!r} is not {FORMAT!r}")
+        if int(document.get("format_version", 1)) > FORMAT_VERSION:
+            raise SnapshotCorrupt(f"{where}: format_version {document['format_version']} is newer than "
+                                  f"{FORMAT_VERSION}, which this release reads; upgrade laredo-fanout")
+        created = dt.datetime.fromisoformat(document["created_at"].replace("Z", "+00:00"))
+        return SnapshotManifest(
+            snapshot_id=str(document["snapshot_id"]),
+            table=TableId(document["table"]["schema"], document["table"]["name"]),
+            columns=tuple(_column_from_json(c) for c in document["columns"]),
+            key_columns=tuple(document.get("key_columns", ())),
+            row_count=int(document["row_count"]),
+            source_position=str(document["source_position"]),
+            stream_sequence=int(document["stream_sequence"]),
+            journal_sequence=int(document.get("journal_sequence", 0)),
+            created_at=created.timestamp(),
+            parts=tuple(SnapshotPart(p["name"], int(p["rows"]), int(p["size_bytes"]), str(p["sha256"]))
+                        for p in document["parts"]),
+            checksum=str(document.get("checksum", "")),
+            source_id=str(document.get("source_id", "")),
+            producer=str(document.get("producer", "")),
+        )
+    except SnapshotCorrupt:
+        raise
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SnapshotCorrupt(f"{where}: invalid manifest ({type(exc).__name__}: {exc})") from None
+
+
+def _column_to_json(column: ColumnInfo) -> dict[str, Any]:
+    return {"name": column.name, "type_oid": column.type_oid, "type_name": column.type_name,
+            "type_modifier": column.type_modifier, "not_null": column.not_null,
+            "primary_key_ordinal": column.primary_key_ordinal, "is_identity_key": column.is_identity_key,
+            "base_type_oid": column.base_type_oid}
+
+
+def _column_from_json(document: Mapping[str, Any]) -> ColumnInfo:
+    return ColumnInfo(name=str(document["name"]), type_oid=int(document.get("type_oid", 0)),
+                      type_name=str(document.get("type_name", "")),
+                      type_modifier=int(document.get("type_modifier", -1)),
+                      is_identity_key=bool(document.get("is_identity_key", False)),
+                      not_null=bool(document.get("not_null", False)),
+                      primary_key_ordinal=int(document.get("primary_key_ordinal", 0)),
+                      base_type_oid=int(document.get("base_type_oid", 0)))

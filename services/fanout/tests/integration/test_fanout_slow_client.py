@@ -1,0 +1,90 @@
+"""A client that never reads is disconnected (drop_disconnect) while 20 others get every change without delay."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from laredo_testing.eventually import eventually
+
+from laredo.replication.v1 import replication_pb2 as rpb
+from laredo.replication.v1 import replication_pb2_grpc as rpb_grpc
+from laredo_core.position import Position
+from services.fanout.tests.fanout_testkit import TABLE, Batches, as_client_rows, insert, row
+from services.fanout.tests.integration.fanout_cluster import NO_WINDOW_GROWTH, Stream, fanout_instance, follow
+
+pytestmark = pytest.mark.integration
+
+# 400 changes over 4 s; half the readers take one message per change, half batches (max_batch_size).
+READERS, TRANSACTIONS, PER_TRANSACTION, RATE = 20, 400, 1, 100.0
+# About 2 KiB per entry: the stuck client's transport (64 KiB window) is full after some 50 entries, its buffer
+# after 200 more (2.5 s in); readers, which share this process and its 2 cores with the server, have 2 s of
+# headroom before a burst of CPU contention could cost them their own buffer.
+DOC = "x" * 2000
+BUFFER = 200
+
+
+async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, nats_url: str, unique_name: str,
+                                                                tmp_path: Path) -> None:
+    batches = Batches()
+    await stream.publish(batches.baseline([row(i) for i in range(1, 11)]))
+    target = f"client_buffer {{ max_size = {BUFFER}, policy = drop_disconnect }}"
+    async with fanout_instance(tmp_path, nats_url, unique_name, target=target) as fanout:
+        received: dict[int, list[float]] = {}  # commit LSN -> when each reader got that transaction's last change
+
+        def note(message: rpb.SyncResponse) -> None:
+            which = message.WhichOneof("message")
+            entries = message.journal_batch.entries if which == "journal_batch" else (
+                [message.journal_entry] if which == "journal_entry" else [])
+            now = time.monotonic()
+            for entry in entries:
+                position = Position.parse(entry.source_position)
+                if position.ordinal == PER_TRANSACTION - 1 and not position.is_baseline:
+                    received.setdefault(position.lsn, []).append(now)
+
+        # Readers share this process with the server: all check the stream's grammar, two also keep the rows.
+        readers = [follow(fanout.channel, client_id=f"reader-{i}", on_message=note, max_batch_size=100 * (i % 2),
+                          track_rows=i < 2) for i in range(READERS)]
+        stuck_channel = fanout.new_channel(NO_WINDOW_GROWTH)
+        stuck = rpb_grpc.TableSyncReplicationStub(stuck_channel).Sync(
+            rpb.SyncRequest(schema=TABLE.schema, table=TABLE.name, client_id="stuck"))
+        assert (await stuck.read()).WhichOneof("message") == "handshake"  # and never reads again
+        await eventually(lambda: all(r.replica.snapshot_done for r in readers), what="every reader's snapshot")
+
+        published: dict[int, float] = {}
+        start = time.monotonic()
+        for t in range(TRANSACTIONS):
+            await asyncio.sleep(max(0.0, start + t / RATE - time.monotonic()))  # a steady source
+            data = batches.transaction(*(insert(row(100 + t * PER_TRANSACTION + i, doc=DOC))
+                                         for i in range(PER_TRANSACTION)))
+            published[batches.lsn] = time.monotonic()
+            await stream.publish(data)
+
+        final = 10 + TRANSACTIONS * PER_TRANSACTION
+        await eventually(lambda: all(r.replica.sequences[-1:] == [final] for r in readers), what="every change")
+        with pytest.raises(grpc.aio.AioRpcError) as dropped:
+            while await stuck.read() is not grpc.aio.EOF:
+                pass  # what the transport buffered before the server gave up on this client
+        assert dropped.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"client stuck is too slow: its send buffer of {BUFFER} entries is full" in (dropped.value.details()
+                                                                                          or "")
+
+        model = as_client_rows([dict(r.values) for r in fanout.app.targets.replicas[0].state.rows()])
+        delays = sorted(t - published[lsn] for lsn, times in received.items() for t in times)
+        assert len(delays) == READERS * TRANSACTIONS
+        p50, p99, worst = delays[len(delays) // 2], delays[int(len(delays) * 0.99)], delays[-1]
+        print(f"commit-to-reader delay with a stuck client: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+              f"worst {worst * 1000:.1f} ms")
+        # A reader held up by the stuck client would wait until it is dropped, 2.5 s into the run.
+        assert p50 < 0.05 and p99 < 0.5, f"readers held up: p50 {p50:.3f}s, p99 {p99:.3f}s, worst {worst:.3f}s"
+        for reader in readers:
+            assert reader.error is None and reader.replica.sequences == list(range(11, final + 1))
+        assert readers[0].replica.rows == readers[1].replica.rows == model
+        status = await fanout.status()
+        assert {c.client_id for c in status.clients} == {f"reader-{i}" for i in range(READERS)}
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*(r.task for r in readers))
