@@ -56,7 +56,7 @@ def test_local_example_uses_the_single_machine_ports() -> None:
 
 def test_local_example_spells_out_the_fanout_target_options() -> None:
     (table,) = load_settings(LOCAL_EXAMPLE, env={}).tables
-    (target,) = table.targets
+    (target,) = table.targets_of("replication-fanout")
     assert target.options["journal"]["max_entries"] == 100000
     assert parse_duration(target.options["journal"]["max_age"]) == 24 * 3600
     assert parse_duration(target.options["heartbeat_interval"]) == 5
