@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
+from laredo_testing import stream
+from laredo_testing.stream import truncate as truncate
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo.stream.v1 import change_stream_pb2 as spb
 from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.position import BASELINE_ORDINAL_BASE
-from laredo_core.stream.codec import columns_to_proto
-from laredo_core.tuples import UNCHANGED, encode_tuple
 
 TABLE = TableId("public", "items")
 SOURCE = "pg"
@@ -25,78 +22,20 @@ COLUMNS = (
 )
 
 
-def raw(value: Any) -> Any:
-    """A typed test value as pgoutput text form (None, UNCHANGED kept)."""
-    if value is None or value is UNCHANGED:
-        return value
-    return str(value).encode()
-
-
 def tuple_of(row: Mapping[str, Any], columns: Sequence[ColumnInfo] = COLUMNS, *, key_only: bool = False) -> bytes:
-    return encode_tuple([
-        raw(row.get(c.name)) if (not key_only or c.is_identity_key) else None for c in columns
-    ])
+    return stream.tuple_of(row, columns, key_only=key_only)
 
 
 @dataclass
-class Batches:
-    """Builds serialized ChangeBatch messages for one table; LSNs grow on every transaction."""
+class Batches(stream.Batches):
+    """Serialized ChangeBatch messages for TABLE (or another table) as ingest publishes them."""
 
     table: TableId = TABLE
     columns: tuple[ColumnInfo, ...] = COLUMNS
-    source_id: str = SOURCE
-    lsn: int = 0x1000000
-    xid: int = 700
-    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
-
-    def _batch(self, kind: int, **fields: Any) -> spb.ChangeBatch:
-        return spb.ChangeBatch(
-            source_id=self.source_id, kind=kind,
-            table=spb.TableRef(schema=self.table.schema, name=self.table.name, relation_id=16384),
-            columns=columns_to_proto(self.columns), replica_identity=spb.REPLICA_IDENTITY_DEFAULT, **fields)
-
-    def baseline(self, rows: Sequence[Mapping[str, Any]], *, chunk_rows: int = 100) -> list[bytes]:
-        self.lsn += 0x100
-        baseline_id = f"bl{next(self._ids)}"
-        common = {"commit_lsn": self.lsn, "baseline_id": baseline_id}
-        out = [self._batch(spb.BATCH_KIND_BASELINE_BEGIN, **common).SerializeToString()]
-        for chunk, start in enumerate(range(0, len(rows), chunk_rows)):
-            changes = [spb.Change(action=spb.ACTION_INSERT, ordinal=BASELINE_ORDINAL_BASE + start + i,
-                                  new_tuple=tuple_of(row, self.columns))
-                       for i, row in enumerate(rows[start:start + chunk_rows])]
-            out.append(self._batch(spb.BATCH_KIND_BASELINE_ROWS, chunk=chunk, changes=changes,
-                                   **common).SerializeToString())
-        out.append(self._batch(spb.BATCH_KIND_BASELINE_END, baseline_row_count=len(rows), last_chunk=True,
-                               **common).SerializeToString())
-        return out
-
-    def transaction(self, *changes: spb.Change, commit_time_unix_us: int = 1_700_000_000_000_000) -> bytes:
-        self.lsn += 0x100
-        self.xid += 1
-        for ordinal, change in enumerate(changes):
-            change.ordinal = ordinal
-        return self._batch(spb.BATCH_KIND_TRANSACTION, commit_lsn=self.lsn, end_lsn=self.lsn + 0x30, xid=self.xid,
-                           commit_time_unix_us=commit_time_unix_us, last_chunk=True,
-                           changes=list(changes)).SerializeToString()
 
 
-def insert(row: Mapping[str, Any]) -> spb.Change:
-    return spb.Change(action=spb.ACTION_INSERT, new_tuple=tuple_of(row))
-
-
-def update(row: Mapping[str, Any], old_key: Mapping[str, Any] | None = None) -> spb.Change:
-    change = spb.Change(action=spb.ACTION_UPDATE, new_tuple=tuple_of(row))
-    if old_key is not None:
-        change.old_tuple, change.old_is_key_only = tuple_of(old_key, key_only=True), True
-    return change
-
-
-def delete(key: Mapping[str, Any]) -> spb.Change:
-    return spb.Change(action=spb.ACTION_DELETE, old_tuple=tuple_of(key, key_only=True), old_is_key_only=True)
-
-
-def truncate() -> spb.Change:
-    return spb.Change(action=spb.ACTION_TRUNCATE)
+# Changes of TABLE's rows (the builders only read the columns, so one instance serves every call).
+insert, update, delete = Batches().insert, Batches().update, Batches().delete
 
 
 def row(i: int, name: str | None = None, doc: str | None = "d") -> dict[str, Any]:

@@ -18,11 +18,11 @@ from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.ports import CoordinationStore
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.health import HealthServer
+from laredo_core.stream.nats_feed import NatsChangeFeed
 from laredo_core.telemetry import build_tracer_provider
 
 from laredo_fanout.adapters.local_snapshot_store import LocalSnapshotStore
 from laredo_fanout.adapters.memory import SilentObserver
-from laredo_fanout.adapters.nats_change_feed import NatsChangeFeed
 from laredo_fanout.adapters.otel_observer import OtelObserver
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
 from laredo_fanout.adapters.s3_snapshot_store import S3Location, S3SnapshotStore
@@ -216,7 +216,8 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
     }
     targets = FanoutTargets(replicas, encoder=encoder, clock=clock, observer=observer, snapshots=snapshots)
     replicator = Replicator({r.table: r for r in replicas}, encoder, clock, observer)
-    feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix)
+    feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix, json_values=True,
+                                  client_name="laredo-fanout")
     if coordination is None and "redis" in settings.raw:
         from laredo_core.coordination.redis_store import RedisCoordinationStore  # connects lazily
 

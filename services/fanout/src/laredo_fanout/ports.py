@@ -4,70 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from laredo_core.changes import Action, ChangeBatchInfo, ColumnInfo, TableId
+from laredo_core.changes import Action, ColumnInfo, TableId
+# The change feed port is shared with other services (contract: laredo_core.stream.feed.ChangeFeed);
+# the feed delivers JSON-compatible values here (json_values=True).
+from laredo_core.stream.feed import ChangeFeed as ChangeFeed
+from laredo_core.stream.feed import ChangeSink as ChangeSink
+from laredo_core.stream.feed import FeedMessage as FeedMessage
+from laredo_core.stream.feed import FeedSubscription as FeedSubscription
 
 from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.snapshot_format import SnapshotManifest
 from laredo_fanout.domain.sync_plan import SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
-
-
-@dataclass(frozen=True, slots=True)
-class FeedSubscription:
-    """One table of one source to consume, from the stream's start or after a stream sequence (restore)."""
-
-    source_id: str
-    table: TableId
-    start_after_sequence: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FeedMessage:
-    """One decoded stream message for a subscribed table; row values are JSON-compatible
-    (laredo_core.stream.codec.decode_batch(json_values=True))."""
-
-    table: TableId
-    batch: ChangeBatchInfo
-    stream_sequence: int
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-class ChangeSink(Protocol):
-    """Receives what a ChangeFeed delivers; called on the event loop, one call at a time per table."""
-
-    def on_batch(self, message: FeedMessage) -> None: ...
-
-    def on_caught_up(self, table: TableId) -> None: ...
-
-
-class ChangeFeed(Protocol):
-    """The change stream ingest publishes (JetStream), read from its start for each table.
-
-    Contract:
-    - ordering: per table, messages arrive in stream order (which is source position order);
-      tables are independent of each other;
-    - delivery: every message of the table's subject with a stream sequence above the
-      subscription's start_after_sequence (0: from the start of the stream), once per run();
-      across runs (restarts) messages are delivered again, so the sink must skip positions it
-      already applied (the idempotency key is the change Position); when the stream no longer
-      holds the message right after start_after_sequence, delivery starts at the first one it
-      holds and the gap is logged as an error (changes may be missing until the next baseline);
-      when the stream ends before start_after_sequence (it was created again since the snapshot),
-      run() raises StreamMismatch;
-    - values: rows carry JSON-compatible values (what clients see), UNCHANGED markers kept;
-    - caught up: on_caught_up(table) is called once per table, after the last message that
-      existed when the table's consumer started was delivered (at once when there was none);
-    - bad input: a message that does not decode is logged with its stream sequence and
-      skipped; delivery continues;
-    - a stream that does not exist yet is waited for (with backoff and a log line), not an error;
-    - run() returns only by cancellation; an exception raised by the sink ends it with that
-      exception (a bug must not be swallowed).
-    """
-
-    async def run(self, subscriptions: Sequence[FeedSubscription], sink: ChangeSink) -> None: ...
 
 
 class SyncEncoder(Protocol):

@@ -16,8 +16,8 @@ from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.errors import LaredoError
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.health import HealthServer
+from laredo_core.stream.nats_feed import NatsChangeFeed
 
-from laredo_query.adapters.nats_change_feed import NatsChangeFeed
 from laredo_query.adapters.system_clock import SystemClock
 from laredo_query.application.applier import ChangeApplier
 from laredo_query.application.queries import QueryService
@@ -159,7 +159,8 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
         log.warning("no table has an indexed-memory target: every query answers NOT_FOUND (add targets = "
                     "[{ type = indexed-memory, lookup_fields = [...] }] to a table)")
     applier = ChangeApplier({t.table: t for t in tables}, clock)
-    feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix)
+    feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix, json_values=False,
+                                  client_name="laredo-query")
     return QueryApp(config, QueryService(tables), applier, feed, signal, clock)
 
 

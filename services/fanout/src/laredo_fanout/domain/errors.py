@@ -95,14 +95,3 @@ class SnapshotStoreUnavailable(FanoutError):
     """The snapshot store failed or cannot be reached; adapters wrap their library's errors in it."""
 
     retryable = True
-
-
-class StreamMismatch(FanoutError):
-    """The stream ends before the sequence a restored snapshot was taken at: it was created again since."""
-
-    def __init__(self, stream: str, last_sequence: int, start_after: int, table: object) -> None:
-        super().__init__(
-            f"stream {stream} ends at sequence {last_sequence}, before the restored snapshot's {start_after}: it "
-            f"was created again after the snapshot was taken. Remove the snapshots of {table} or set "
-            "snapshot.restore_on_start = false, then start again"
-        )

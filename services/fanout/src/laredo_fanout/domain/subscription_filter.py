@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from laredo_core.changes import Action
+from laredo_core.rows import hashable
 
 from laredo_fanout.domain.errors import InvalidSyncRequest
-from laredo_fanout.domain.table_state import hashable
 
 
 class MatchKind(enum.Enum):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laredo_core.changes import Action, RowChange
-from laredo_core.tuples import UNCHANGED
+from laredo_core.rows import hashable, merge_unchanged, values_match
 
 RowKey = tuple[Any, ...]
 #: Builds the wire form of a row once, when the row version is created (see ports.SyncEncoder.encode_row).
@@ -42,15 +42,6 @@ class RowEffect:
     action: Action
     old: StoredRow | None
     new: StoredRow | None
-
-
-def hashable(value: Any) -> Any:
-    """Key values must be hashable: arrays become tuples, JSON objects sorted item tuples."""
-    if isinstance(value, list):
-        return tuple(hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
-    return value
 
 
 class TableState:
@@ -156,7 +147,7 @@ class TableState:
         moves = source_key != key and previous is not None  # the primary key changed: the row moves
         if source_key != key and previous is None:
             previous = self._rows.get(key)  # a replayed move: the row already sits at its new key
-        values = merge_unchanged(new_values, previous)
+        values = merge_unchanged(new_values, previous.values if previous is not None else None)
         if moves:
             del self._rows[source_key]
         elif previous is not None and previous.values == values:
@@ -169,21 +160,5 @@ class TableState:
         """The key of the row an old tuple names; a scan when it holds other columns than the key."""
         if all(c in partial for c in self._key_columns):
             return self.key_of(partial)
-        match = [r.key for r in self._rows.values() if _matches(r.values, partial.items())]
+        match = [r.key for r in self._rows.values() if values_match(r.values, partial.items())]
         return match[0] if match else None
-
-
-def merge_unchanged(new_values: Mapping[str, Any], previous: StoredRow | None) -> dict[str, Any]:
-    """New values with UNCHANGED replaced by the stored ones; dropped when nothing is stored."""
-    if UNCHANGED not in new_values.values():  # identity first, so no value's __eq__ is needed
-        return new_values if type(new_values) is dict else dict(new_values)
-    stored = previous.values if previous is not None else {}
-    return {
-        name: (stored[name] if value is UNCHANGED else value)
-        for name, value in new_values.items()
-        if value is not UNCHANGED or name in stored
-    }
-
-
-def _matches(values: Mapping[str, Any], expected: Iterable[tuple[str, Any]]) -> bool:
-    return all(name in values and values[name] == value for name, value in expected)

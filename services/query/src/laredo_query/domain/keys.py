@@ -32,6 +32,7 @@ from typing import Any
 from laredo_core.changes import ColumnInfo
 from laredo_core.jsonvalue import to_json_value
 from laredo_core.pgtext import ARRAYS, SCALARS
+from laredo_core.rows import hashable
 
 from laredo_query.domain.errors import InvalidKey
 
@@ -65,15 +66,6 @@ def kind_of(column: ColumnInfo) -> KeyKind:
         if oid in ARRAYS:
             return KeyKind.DOCUMENT
     return _KINDS_BY_OID.get(oid, KeyKind.TEXT)
-
-
-def hashable(value: Any) -> Any:
-    """JSON values made hashable: lists become tuples, objects tuples of sorted (key, value) pairs."""
-    if isinstance(value, list | tuple):
-        return tuple(hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), hashable(v)) for k, v in value.items()))
-    return value
 
 
 def _text(value: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 from laredo_core.changes import Action, RowChange
 from laredo_core.position import Position
+from laredo_core.rows import merge_unchanged, values_match
 from laredo_core.tuples import UNCHANGED
 
 from laredo_query.domain.errors import RowWithoutKey
@@ -143,7 +144,7 @@ class RowStore:
         moves = source_key != key and previous is not None  # the primary key changed: the row moves
         if source_key != key and previous is None:
             previous = self._rows.get(key)  # a replayed move: the row already sits at its new key
-        values = merge_unchanged(new_values, previous)
+        values = merge_unchanged(new_values, previous.values if previous is not None else None)
         displaced = None
         if moves:
             del self._rows[source_key]
@@ -159,21 +160,5 @@ class RowStore:
         """The key of the row an old tuple names; a scan when it lacks key columns."""
         if self.spec.has_all(partial):
             return self.spec.of_row(partial)
-        match = [r.key for r in self._rows.values() if _matches(r.values, partial.items())]
+        match = [r.key for r in self._rows.values() if values_match(r.values, partial.items())]
         return match[0] if match else None
-
-
-def merge_unchanged(new_values: Mapping[str, Any], previous: StoredRow | None) -> dict[str, Any]:
-    """New values with UNCHANGED replaced by the stored ones; dropped when nothing is stored."""
-    if UNCHANGED not in new_values.values():
-        return new_values if type(new_values) is dict else dict(new_values)  # decoded rows are fresh dicts
-    stored = previous.values if previous is not None else {}
-    return {
-        name: (stored[name] if value is UNCHANGED else value)
-        for name, value in new_values.items()
-        if value is not UNCHANGED or name in stored
-    }
-
-
-def _matches(values: Mapping[str, Any], expected: Iterable[tuple[str, Any]]) -> bool:
-    return all(name in values and values[name] == value for name, value in expected)

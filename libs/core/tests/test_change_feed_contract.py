@@ -1,25 +1,46 @@
-"""The ChangeFeed contract, run against the in-memory fake and the real JetStream adapter."""
+"""The ChangeFeed contract (laredo_core.stream.feed), run against the in-memory fake and the real JetStream adapter."""
 
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import nats
 import pytest
+from laredo_testing import stream
 from laredo_testing.eventually import eventually
 
-from laredo_core.changes import TableId
+from laredo_core.changes import ColumnInfo, TableId
 from laredo_core.stream import naming
-from laredo_fanout.adapters.memory import MemoryChangeFeed
-from laredo_fanout.adapters.nats_change_feed import NatsChangeFeed
-from laredo_fanout.domain.errors import StreamMismatch
-from laredo_fanout.ports import ChangeFeed, FeedMessage, FeedSubscription
-from services.fanout.tests.fanout_testkit import SOURCE, TABLE, Batches, insert, row
+from laredo_core.stream.feed import ChangeFeed, FeedMessage, FeedSubscription, StreamMismatch
+from laredo_core.stream.memory_feed import MemoryChangeFeed
+from laredo_core.stream.nats_feed import NatsChangeFeed
 
+SOURCE = "pg"
+TABLE = TableId("public", "items")
 OTHER = TableId("public", "other")
+COLUMNS = (
+    ColumnInfo("id", 23, "int4", is_identity_key=True, not_null=True, primary_key_ordinal=1),
+    ColumnInfo("name", 25, "text"),
+    ColumnInfo("price", 1700, "numeric"),
+)
+
+
+@dataclass
+class Batches(stream.Batches):
+    table: TableId = TABLE
+    columns: tuple[ColumnInfo, ...] = COLUMNS
+
+
+def insert(values: Mapping[str, Any]) -> Any:
+    return Batches().insert(values)
+
+
+def row(i: int) -> dict[str, Any]:
+    return {"id": i, "name": f"n{i}", "price": Decimal(f"{i}.50")}
 
 
 class Backend(Protocol):
@@ -32,7 +53,11 @@ class Backend(Protocol):
 
 @dataclass
 class MemoryBackend:
-    feed: MemoryChangeFeed = field(default_factory=lambda: MemoryChangeFeed(stream_exists=False))
+    json_values: bool = False
+    feed: MemoryChangeFeed = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.feed = MemoryChangeFeed(json_values=self.json_values, stream_exists=False)
 
     async def create_stream(self) -> None:
         self.feed.create_stream()
@@ -75,16 +100,21 @@ class RecordingSink:
         return [m for m in self.messages if m.table == table]
 
 
+@pytest.fixture(params=[False, True], ids=["typed", "json"])
+def json_values(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
 @pytest.fixture(params=["memory", pytest.param("nats", marks=pytest.mark.integration)])
-async def backend(request: pytest.FixtureRequest, unique_name: str) -> AsyncIterator[Backend]:
+async def backend(request: pytest.FixtureRequest, unique_name: str, json_values: bool) -> AsyncIterator[Backend]:
     if request.param == "memory":
-        yield MemoryBackend()
+        yield MemoryBackend(json_values)
         return
     nats_url = request.getfixturevalue("nats_url")
     nc = await nats.connect(nats_url)
     try:
-        yield NatsBackend(NatsChangeFeed([nats_url], unique_name, initial_backoff=0.05, max_backoff=0.2), nc,
-                          unique_name)
+        yield NatsBackend(NatsChangeFeed([nats_url], unique_name, json_values=json_values, client_name="test",
+                                         initial_backoff=0.05, max_backoff=0.2), nc, unique_name)
     finally:
         try:
             await nc.jetstream().delete_stream(naming.stream_name(unique_name, SOURCE))
@@ -110,7 +140,7 @@ def start(backend: Backend, sink: RecordingSink, running: list[asyncio.Task[None
 
 
 async def test_delivers_from_the_start_in_order_then_reports_caught_up_then_follows(
-        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+        backend: Backend, running: list[asyncio.Task[None]], json_values: bool) -> None:
     await backend.create_stream()
     batches = Batches()
     existing = batches.baseline([row(i) for i in range(1, 6)], chunk_rows=2)  # 5 messages
@@ -127,7 +157,9 @@ async def test_delivers_from_the_start_in_order_then_reports_caught_up_then_foll
 
     await backend.publish(TABLE, batches.transaction(insert(row(6))))
     await eventually(lambda: len(sink.messages) == 6, what="the new message")
-    assert sink.messages[-1].batch.changes[0].new == {"id": 6, "name": "n6", "doc": "d"}
+    expected = {"id": 6, "name": "n6", "price": "6.50" if json_values else Decimal("6.50")}
+    assert sink.messages[-1].batch.changes[0].new == expected
+    assert type(sink.messages[-1].batch.changes[0].new["price"]) is type(expected["price"])  # type: ignore[index]
     assert sink.events.count(("caught_up", TABLE, 0)) == 1
 
 
@@ -184,7 +216,7 @@ async def test_a_sink_failure_ends_the_run_with_that_error(
         task.result()
 
 
-async def test_starts_after_a_stream_sequence_and_delivers_json_values(
+async def test_starts_after_a_stream_sequence(
         backend: Backend, running: list[asyncio.Task[None]]) -> None:
     await backend.create_stream()
     batches = Batches()

@@ -17,13 +17,13 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats import errors as nats_errors
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from laredo_core.errors import ProtocolError
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
-
-from laredo_query.ports import ChangeSink, FeedMessage, FeedSubscription
+from laredo_core.stream.feed import ChangeSink, FeedMessage, FeedSubscription, StreamMismatch
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +32,23 @@ _TRANSIENT = (nats_errors.TimeoutError, nats_errors.NoRespondersError, nats_erro
               nats_errors.ConnectionClosedError, ServiceUnavailableError, NotFoundError, OSError,
               asyncio.TimeoutError)
 T = TypeVar("T")
+_APPLY_SLICE = 0.005  # seconds of applying before the feed lets other tasks run
 
 
 class NatsChangeFeed:
-    def __init__(self, urls: Sequence[str], subject_prefix: str, *, initial_backoff: float = 0.25,
-                 max_backoff: float = 5.0, pending_msgs_limit: int = 100_000,
-                 pending_bytes_limit: int = 256 * 1024 * 1024) -> None:
+    """The ChangeFeed port (laredo_core.stream.feed) on JetStream.
+
+    `json_values` selects the row values the sink gets: typed (False) or JSON-compatible (True);
+    `client_name` names the connection on the NATS server (e.g. the service).
+    """
+
+    def __init__(self, urls: Sequence[str], subject_prefix: str, *, json_values: bool = False,
+                 client_name: str = "laredo", initial_backoff: float = 0.25, max_backoff: float = 5.0,
+                 pending_msgs_limit: int = 100_000, pending_bytes_limit: int = 256 * 1024 * 1024) -> None:
         self._urls = list(urls)
         self._prefix = subject_prefix
+        self._json_values = json_values
+        self._client_name = client_name
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._pending_msgs_limit = pending_msgs_limit
@@ -64,7 +73,7 @@ class NatsChangeFeed:
         async def attempt() -> NatsClient:
             # With unlimited reconnects nats-py also keeps retrying the first connection; error_cb
             # turns each failed attempt into one log line instead of a traceback.
-            return await nats.connect(servers=self._urls, name="laredo-query", max_reconnect_attempts=-1,
+            return await nats.connect(servers=self._urls, name=self._client_name, max_reconnect_attempts=-1,
                                       connect_timeout=2, allow_reconnect=True, error_cb=_log_nats_error,
                                       disconnected_cb=_log_disconnected, reconnected_cb=_log_reconnected)
 
@@ -76,9 +85,17 @@ class NatsChangeFeed:
         stream = naming.stream_name(self._prefix, subscription.source_id)
         subject = naming.table_subject(self._prefix, subscription.source_id, subscription.table)
 
+        start_after = subscription.start_after_sequence
+
         async def last_sequence() -> int:
             """The subject's last stream sequence now (0 = no message); NotFoundError if no stream."""
-            await js.stream_info(stream)
+            info = await js.stream_info(stream)
+            if start_after and info.state.last_seq < start_after:
+                raise StreamMismatch(stream, info.state.last_seq, start_after, subscription.table)
+            if start_after and info.state.first_seq > start_after + 1:
+                log.error("stream %s starts at sequence %d, after %d: messages of %s after the restored snapshot "
+                          "were removed (stream limits); rows may miss changes until the next baseline",
+                          stream, info.state.first_seq, start_after + 1, subscription.table)
             try:
                 return (await js.get_last_msg(stream, subject)).seq or 0
             except NotFoundError:
@@ -90,20 +107,19 @@ class NatsChangeFeed:
                          f"{subscription.source_id!r}?)" if isinstance(exc, NotFoundError)
                          else f"cannot read stream {stream} ({exc!r})"),
         )
-        handler = _MessageHandler(subscription, stream, sink, caught_up_at, failed)
-        if caught_up_at == 0:
+        handler = _MessageHandler(subscription, stream, sink, caught_up_at, failed, self._json_values)
+        if caught_up_at <= start_after:
             sink.on_caught_up(subscription.table)
 
-        async def on_message(msg: Msg) -> None:  # nats-py wants a coroutine function
-            handler.handle(msg)
-
         await self._with_backoff(
-            lambda: js.subscribe(subject, stream=stream, ordered_consumer=True, cb=on_message,
+            lambda: js.subscribe(subject, stream=stream, ordered_consumer=True, cb=handler.on_message,
+                                 config=_start_after(start_after),
                                  pending_msgs_limit=self._pending_msgs_limit,
                                  pending_bytes_limit=self._pending_bytes_limit),
             lambda exc: f"cannot subscribe to {subject} in {stream} ({exc!r})",
         )
-        log.info("consuming %s from stream %s (caught up at stream sequence %d)", subject, stream, caught_up_at)
+        log.info("consuming %s from stream %s after sequence %d (caught up at stream sequence %d)", subject, stream,
+                 start_after, caught_up_at)
 
     async def _with_backoff(self, attempt: Callable[[], Awaitable[T]], describe: Callable[[Exception], str]) -> T:
         delay = self._initial_backoff
@@ -114,6 +130,13 @@ class NatsChangeFeed:
                 log.warning("%s; retrying in %.1fs", describe(exc), delay)
             await asyncio.sleep(delay)  # set-up retry, not a hot path
             delay = min(delay * 2, self._max_backoff)
+
+
+def _start_after(sequence: int) -> ConsumerConfig | None:
+    """A fresh config per attempt (subscribe() fills it in): deliver from sequence + 1, or from the start."""
+    if not sequence:
+        return None
+    return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=sequence + 1)
 
 
 async def _log_nats_error(error: Exception) -> None:
@@ -137,13 +160,24 @@ class _MessageHandler:
     """Decodes and hands each message to the sink; a sink exception fails the feed's run()."""
 
     def __init__(self, subscription: FeedSubscription, stream: str, sink: ChangeSink, caught_up_at: int,
-                 failed: asyncio.Future[None]) -> None:
+                 failed: asyncio.Future[None], json_values: bool) -> None:
+        self._json_values = json_values
         self._table = subscription.table
         self._stream = stream
         self._sink = sink
         self._caught_up_at = caught_up_at
-        self._caught_up = caught_up_at == 0
+        self._caught_up = caught_up_at <= subscription.start_after_sequence
+        self.yield_at = 0.0
         self._failed = failed
+
+    async def on_message(self, msg: Msg) -> None:  # nats-py wants a coroutine function
+        self.handle(msg)
+        # nats-py runs callbacks back to back while messages are pending: during a catch-up, give the
+        # service's other tasks (gRPC, sessions) a turn every few milliseconds instead of only once it is over.
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self.yield_at:
+            await asyncio.sleep(0)
+            self.yield_at = loop.time() + _APPLY_SLICE
 
     def handle(self, msg: Msg) -> None:
         try:
@@ -159,7 +193,7 @@ class _MessageHandler:
 
     def _deliver(self, msg: Msg, sequence: int) -> None:
         try:
-            batch = decode_batch(msg.data)
+            batch = decode_batch(msg.data, json_values=self._json_values)
         except ProtocolError as exc:
             # Later: dead-letter it. The stream keeps it, so nothing is lost meanwhile.
             log.error("skipping undecodable message at %s stream sequence %d (subject %s): %s",

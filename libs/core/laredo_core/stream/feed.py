@@ -1,0 +1,82 @@
+"""The change feed port: reading the stream ingest publishes, one table subject at a time.
+
+Pure types only (no NATS): services use them in their ports and application layers. The JetStream
+adapter is laredo_core.stream.nats_feed; the in-memory fake is laredo_core.stream.memory_feed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from laredo_core.changes import ChangeBatchInfo, TableId
+from laredo_core.errors import LaredoError
+
+
+@dataclass(frozen=True, slots=True)
+class FeedSubscription:
+    """One table of one source to consume, from the stream's start or after a stream sequence (restore)."""
+
+    source_id: str
+    table: TableId
+    start_after_sequence: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FeedMessage:
+    """One decoded stream message for a subscribed table; row values are typed, or JSON-compatible when
+    the feed was built with json_values=True (laredo_core.stream.codec.decode_batch)."""
+
+    table: TableId
+    batch: ChangeBatchInfo
+    stream_sequence: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class ChangeSink(Protocol):
+    """Receives what a ChangeFeed delivers; called on the event loop, one call at a time per table."""
+
+    def on_batch(self, message: FeedMessage) -> None: ...
+
+    def on_caught_up(self, table: TableId) -> None: ...
+
+
+class ChangeFeed(Protocol):
+    """The change stream ingest publishes (JetStream), read from its start for each table.
+
+    Contract:
+    - ordering: per table, messages arrive in stream order (which is source position order);
+      tables are independent of each other;
+    - delivery: every message of the table's subject with a stream sequence above the
+      subscription's start_after_sequence (0: from the start of the stream), once per run();
+      across runs (restarts) messages are delivered again, so the sink must skip positions it
+      already applied (the idempotency key is the change Position); when the stream no longer
+      holds the message right after start_after_sequence, delivery starts at the first one it
+      holds and the gap is logged as an error (changes may be missing until the next baseline);
+      when the stream ends before start_after_sequence (it was created again since), run()
+      raises StreamMismatch;
+    - values: typed, or JSON-compatible (what clients see) when the feed was built with
+      json_values=True; UNCHANGED markers kept either way;
+    - caught up: on_caught_up(table) is called once per table, after the last message that
+      existed when the table's consumer started was delivered (at once when there was none);
+    - bad input: a message that does not decode is logged with its stream sequence and
+      skipped; delivery continues;
+    - a stream that does not exist yet is waited for (with backoff and a log line), not an error;
+    - run() returns only by cancellation; an exception raised by the sink ends it with that
+      exception (a bug must not be swallowed).
+    """
+
+    async def run(self, subscriptions: Sequence[FeedSubscription], sink: ChangeSink) -> None: ...
+
+
+class StreamMismatch(LaredoError):
+    """The stream ends before the sequence a subscription starts after (a restored snapshot's): it was
+    created again since."""
+
+    def __init__(self, stream: str, last_sequence: int, start_after: int, table: object) -> None:
+        super().__init__(
+            f"stream {stream} ends at sequence {last_sequence}, before the restored snapshot's {start_after}: it "
+            f"was created again after the snapshot was taken. Remove the snapshots of {table} or switch off "
+            "restoring them (fan-out: snapshot.restore_on_start = false), then start again"
+        )
