@@ -7,15 +7,21 @@ import asyncio
 import dataclasses
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from laredo_core.cli import run_service
-from laredo_core.config import LaredoSettings, ServiceEndpoint, check_service_section
+from laredo_core.config import LaredoSettings, ServiceEndpoint
+from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_core.errors import LaredoError
 from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_server
 from laredo_core.health import HealthServer
 
+from laredo_oam.application.administration import Administration
+from laredo_oam.application.status_view import StatusView
+from laredo_oam.config import read_oam_config
 from laredo_oam.entrypoints.grpc.servicer import oam_registration
+from laredo_oam.ports import CoordinationStore
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +33,10 @@ class App:
     Ready from the moment the gRPC server serves until shutdown begins.
     """
 
-    def __init__(self, endpoint: ServiceEndpoint, registration: ServiceRegistration) -> None:
+    def __init__(self, endpoint: ServiceEndpoint, registration: ServiceRegistration,
+                 close_store: Callable[[], Awaitable[None]] | None = None) -> None:
         self.endpoint = endpoint
+        self._close_store = close_store
         self.started = asyncio.Event()
         self._registration = registration
         self._grpc: GrpcServer | None = None
@@ -54,8 +62,7 @@ class App:
             self._grpc = await _listen("oam.grpc.host/oam.grpc.port", start_grpc_server(
                 self.endpoint.grpc_host, self.endpoint.grpc_port, [self._registration]))
             self.started.set()
-            log.info("OAM service ready: gRPC on port %d, health on port %d (OAM RPCs answer "
-                     "UNIMPLEMENTED until a later release)", self.grpc_port, self.health_port)
+            log.info("OAM service ready: gRPC on port %d, health on port %d", self.grpc_port, self.health_port)
             await stop.wait()
         finally:
             self._stopping = True
@@ -63,6 +70,8 @@ class App:
                 await self._grpc.set_serving(False)
                 await self._grpc.stop(self.endpoint.drain_grace)
             await self.health.stop()
+            if self._close_store is not None:
+                await self._close_store()
 
 
 async def _listen(keys: str, starting: Any) -> Any:
@@ -73,15 +82,25 @@ async def _listen(keys: str, starting: Any) -> Any:
                           "(0 picks one)") from exc
 
 
-def build(settings: LaredoSettings, **overrides: Any) -> App:
-    """The app from settings; `overrides` replace fields of settings.oam (grpc_port=0, health_host=...)."""
+def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,
+          command_timeout: float | None = None, **overrides: Any) -> App:
+    """The app from settings; `overrides` replace fields of settings.oam (grpc_port=0, health_host=...).
+
+    `store` replaces the Redis coordination store built from redis.url (tests pass the in-memory one);
+    `command_timeout` replaces oam.command_timeout. Nothing connects here.
+    """
     unknown = set(overrides) - {f.name for f in dataclasses.fields(ServiceEndpoint)}
     if unknown:
         raise TypeError(f"build() got unknown overrides {sorted(unknown)}; "
                         f"expected fields of ServiceEndpoint")
-    check_service_section(settings.oam.options, "oam")
+    config = read_oam_config(settings)
     endpoint = dataclasses.replace(settings.oam, **overrides)
-    return App(endpoint, oam_registration())
+    close_store = None
+    if store is None:
+        redis_store = RedisCoordinationStore(config.redis_url, config.redis_key_prefix)
+        store, close_store = redis_store, redis_store.aclose
+    admin = Administration(store, config.catalog, command_timeout=command_timeout or config.command_timeout)
+    return App(endpoint, oam_registration(StatusView(store, config.catalog), admin), close_store)
 
 
 async def _serve(settings: LaredoSettings, _: argparse.Namespace, stop: asyncio.Event) -> None:
@@ -89,9 +108,8 @@ async def _serve(settings: LaredoSettings, _: argparse.Namespace, stop: asyncio.
 
 
 def cli() -> None:
-    sys.exit(run_service("laredo-oam", "Laredo OAM service (status and administration; RPCs arrive in a later release)",
-                         _serve,
-                         validate=lambda settings, _: check_service_section(settings.oam.options, "oam")))
+    sys.exit(run_service("laredo-oam", "Laredo OAM service: status and administration through the coordination "
+                         "store (Redis)", _serve, validate=lambda settings, _: read_oam_config(settings)))
 
 
 if __name__ == "__main__":

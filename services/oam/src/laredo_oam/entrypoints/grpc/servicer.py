@@ -1,4 +1,8 @@
-"""The OAM gRPC servicer: until the OAM use cases land, every RPC answers UNIMPLEMENTED, explicitly."""
+"""The OAM gRPC servicer: thin handlers over the status and administration use cases.
+
+RPCs without a use case yet (snapshots, dead letters, replay, WatchStatus) answer UNIMPLEMENTED with a message
+saying they arrive in a later release; the handlers for them are generated from the proto descriptors.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +12,119 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from laredo.v1 import oam_pb2, oam_pb2_grpc
+from laredo_core.coordination.ports import CommandStatus
 from laredo_core.grpc_server import ServiceRegistration
+
+from laredo_oam.application.administration import Administration, Outcome
+from laredo_oam.application.status_view import StatusView
+from laredo_oam.domain.errors import PreconditionFailed
+from laredo_oam.domain.states import ServiceState
+from laredo_oam.entrypoints.grpc import mappers
+from laredo_oam.entrypoints.grpc.errors import mapped_errors
 
 #: The specification's name first, then the upstream Laredo alias; both serve the same servicer.
 OAM_SERVICE_NAMES = ("laredo.v1.TableSyncOAM", "laredo.v1.LaredoOAMService")
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
+Context = grpc.aio.ServicerContext
 
 
 def not_yet_available(rpc: str) -> str:
-    """The one status message every OAM RPC answers with for now."""
-    return (f"{rpc} is not available yet: Laredo's OAM service (status, administration, snapshots, "
-            f"dead letters, replay) arrives in a later release; this server only answers health and reflection")
+    """The status message of every OAM RPC not built yet."""
+    return (f"{rpc} is not available yet: it arrives in a later release of Laredo's OAM service "
+            f"(snapshots, dead letters, replay and status watching come after status and administration)")
 
 
-class NotYetAvailableServicer:
-    """Has one async handler per RPC of the given services; each aborts with UNIMPLEMENTED.
+class OamServicer:
+    """The implemented RPCs; every other RPC of the given services answers UNIMPLEMENTED."""
 
-    Built from the proto descriptors, so an RPC added to oam.proto is covered without code here.
-    """
-
-    def __init__(self, services: tuple[ServiceDescriptor, ...]) -> None:
+    def __init__(self, services: tuple[ServiceDescriptor, ...], status: StatusView, admin: Administration) -> None:
+        self._status = status
+        self._admin = admin
         for service in services:
             for method in service.methods:
-                setattr(self, method.name, _unimplemented(method.name))
+                if not hasattr(self, method.name):
+                    setattr(self, method.name, _unimplemented(method.name))
+
+    @mapped_errors
+    async def GetStatus(self, request: oam_pb2.GetStatusRequest, context: Context) -> oam_pb2.GetStatusResponse:
+        return mappers.system_status(await self._status.system_status())
+
+    @mapped_errors
+    async def GetTableStatus(self, request: oam_pb2.GetTableStatusRequest,
+                             context: Context) -> oam_pb2.GetTableStatusResponse:
+        pipelines = await self._status.table_status(request.schema, request.table)
+        return oam_pb2.GetTableStatusResponse(pipelines=[mappers.pipeline(p) for p in pipelines])
+
+    @mapped_errors
+    async def GetPipelineStatus(self, request: oam_pb2.GetPipelineStatusRequest,
+                                context: Context) -> oam_pb2.GetPipelineStatusResponse:
+        view = await self._status.pipeline_status(request.pipeline_id)
+        return oam_pb2.GetPipelineStatusResponse(status=mappers.pipeline(view))
+
+    @mapped_errors
+    async def CheckReady(self, request: oam_pb2.CheckReadyRequest, context: Context) -> oam_pb2.CheckReadyResponse:
+        readiness = await self._status.check_ready(request.source, request.table, request.pipeline_id)
+        return oam_pb2.CheckReadyResponse(ready=readiness.ready, not_ready_reasons=readiness.not_ready_reasons)
+
+    @mapped_errors
+    async def GetSourceInfo(self, request: oam_pb2.GetSourceInfoRequest,
+                            context: Context) -> oam_pb2.GetSourceInfoResponse:
+        sources = await self._status.source_info(request.source_id)
+        return oam_pb2.GetSourceInfoResponse(sources=[mappers.source_info(s) for s in sources])
+
+    @mapped_errors
+    async def ListTables(self, request: oam_pb2.ListTablesRequest, context: Context) -> oam_pb2.ListTablesResponse:
+        catalog = self._status.catalog
+        return oam_pb2.ListTablesResponse(tables=[
+            config for table in self._status.list_tables()
+            for config in mappers.table_configs(table, catalog.source(table.source_id))])
+
+    @mapped_errors
+    async def GetTableSchema(self, request: oam_pb2.GetTableSchemaRequest,
+                             context: Context) -> oam_pb2.GetTableSchemaResponse:
+        columns = await self._status.table_schema(request.schema, request.table)
+        return oam_pb2.GetTableSchemaResponse(columns=[mappers.column(c) for c in columns])
+
+    @mapped_errors
+    async def ReloadTable(self, request: oam_pb2.ReloadTableRequest, context: Context) -> oam_pb2.ReloadTableResponse:
+        outcome = await self._admin.reload_table(request.source_id, request.schema, request.table)
+        return oam_pb2.ReloadTableResponse(accepted=outcome.accepted, message=outcome.message)
+
+    @mapped_errors
+    async def ReloadAll(self, request: oam_pb2.ReloadAllRequest, context: Context) -> oam_pb2.ReloadAllResponse:
+        outcome = await self._admin.reload_all(request.source_id)
+        return oam_pb2.ReloadAllResponse(accepted=outcome.accepted, message=outcome.message)
+
+    @mapped_errors
+    async def PauseSync(self, request: oam_pb2.PauseSyncRequest, context: Context) -> oam_pb2.PauseSyncResponse:
+        _succeeded("pause", await self._admin.pause(request.source_id))
+        return oam_pb2.PauseSyncResponse(state=mappers.service_state(ServiceState.PAUSED))
+
+    @mapped_errors
+    async def ResumeSync(self, request: oam_pb2.ResumeSyncRequest, context: Context) -> oam_pb2.ResumeSyncResponse:
+        _succeeded("resume", await self._admin.resume(request.source_id))
+        return oam_pb2.ResumeSyncResponse(state=mappers.service_state(ServiceState.STREAMING))
+
+    @mapped_errors
+    async def ResetSource(self, request: oam_pb2.ResetSourceRequest, context: Context) -> oam_pb2.ResetSourceResponse:
+        outcome = await self._admin.reset(request.source_id, confirm=request.confirm,
+                                          drop_publication=request.drop_publication)
+        return oam_pb2.ResetSourceResponse(accepted=outcome.accepted, message=outcome.message,
+                                           details=mappers.struct(outcome.details))
+
+    @mapped_errors
+    async def DrainReplication(self, request: oam_pb2.DrainReplicationRequest,
+                               context: Context) -> oam_pb2.DrainReplicationResponse:
+        outcome = await self._admin.drain(request.schema, request.table, request.drain_deadline_seconds)
+        drained = sum(1 for r in outcome.results if r.status is CommandStatus.SUCCEEDED)
+        return oam_pb2.DrainReplicationResponse(accepted=outcome.accepted, message=outcome.message,
+                                                drained_targets=drained)
+
+
+def _succeeded(what: str, outcome: Outcome) -> None:
+    if not outcome.accepted:
+        raise PreconditionFailed(f"{what} was not carried out: {outcome.message}")
 
 
 def _unimplemented(rpc: str) -> Handler:
@@ -44,11 +137,11 @@ def _unimplemented(rpc: str) -> Handler:
     return handler
 
 
-def oam_registration() -> ServiceRegistration:
+def oam_registration(status: StatusView, admin: Administration) -> ServiceRegistration:
     """The servicer under both service names, ready for laredo_core.grpc_server.start_grpc_server."""
     services = tuple(oam_pb2.DESCRIPTOR.services_by_name[name.rsplit(".", 1)[1]] for name in OAM_SERVICE_NAMES)
     return ServiceRegistration(
-        servicer=NotYetAvailableServicer(services),
+        servicer=OamServicer(services, status, admin),
         add_functions=(oam_pb2_grpc.add_TableSyncOAMServicer_to_server,
                        oam_pb2_grpc.add_LaredoOAMServiceServicer_to_server),
         service_names=OAM_SERVICE_NAMES,

@@ -1,0 +1,1 @@
+"""OAM adapters: the in-memory coordination fake (the Redis adapter lives in laredo_core.coordination)."""

@@ -1,0 +1,1 @@
+"""OAM use cases over the CoordinationStore port: status views and administration commands."""

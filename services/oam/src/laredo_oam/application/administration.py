@@ -1,0 +1,118 @@
+"""Administration use cases: send a command to the instances that carry it out and wait for their answer.
+
+Commands go to `ingest:<source_id>` (reload, pause, resume, reset) and `fanout:*` (drain). The wait is bounded
+by `command_timeout`; a command nobody answered in time may still run later (it is durable and idempotent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from laredo_core.coordination.ports import CommandKind, CommandResult, CommandStatus
+
+from laredo_oam.application.reports import Reports
+from laredo_oam.domain.catalog import Catalog, table_from_request
+from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
+from laredo_oam.ports import CoordinationStore
+
+DRAIN_TARGET = "fanout:*"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the addressed instances answered: accepted only if every one of them succeeded."""
+
+    accepted: bool
+    message: str
+    results: tuple[CommandResult, ...] = ()
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return {r.executed_by or r.command_id: dict(r.details) for r in self.results}
+
+
+class Administration:
+    def __init__(self, store: CoordinationStore, catalog: Catalog, *, command_timeout: float = 10.0) -> None:
+        self._store = store
+        self._catalog = catalog
+        self.command_timeout = command_timeout
+
+    async def reload_table(self, source_id: str, schema: str, table: str) -> Outcome:
+        table_id = table_from_request(schema, table)
+        sources = await self._sources(source_id)
+        if not any(t.table == table_id and t.source_id in sources for t in self._catalog.tables):
+            raise NotFound(f"table {table_id} is not configured for source {source_id or 'any'}; "
+                           "see ListTables for the configured tables")
+        sources = [s for s in sources if any(t.table == table_id and t.source_id == s for t in self._catalog.tables)]
+        return await self._to_sources(sources, CommandKind.RELOAD, {"schema": table_id.schema,
+                                                                    "table": table_id.name})
+
+    async def reload_all(self, source_id: str) -> Outcome:
+        return await self._to_sources(await self._sources(source_id), CommandKind.RELOAD, {})
+
+    async def pause(self, source_id: str) -> Outcome:
+        return await self._to_sources(await self._sources(source_id), CommandKind.PAUSE, {})
+
+    async def resume(self, source_id: str) -> Outcome:
+        return await self._to_sources(await self._sources(source_id), CommandKind.RESUME, {})
+
+    async def reset(self, source_id: str, *, confirm: bool, drop_publication: bool) -> Outcome:
+        if not source_id:
+            raise InvalidRequest("source_id is required: a reset drops and recreates one source's slot")
+        if not confirm:
+            raise PreconditionFailed(f"resetting source {source_id} drops its replication slot and re-baselines "
+                                     "every table; repeat the request with confirm=true to do it")
+        sources = await self._sources(source_id)
+        return await self._to_sources(sources, CommandKind.RESET, {"drop_publication": drop_publication})
+
+    async def drain(self, schema: str, table: str, deadline_seconds: int) -> Outcome:
+        """Send every fan-out instance a drain (all its tables, or one) and count who drained."""
+        if deadline_seconds < 0:
+            raise InvalidRequest(f"drain_deadline_seconds must be 0 (none) or positive, got {deadline_seconds}")
+        if table:
+            table_id = table_from_request(schema, table)
+            if not any(p.table == table_id and p.target_type == "replication-fanout" for p in self._catalog.pipelines()):
+                raise NotFound(f"no fan-out target exists for table {table_id}")
+            schema, table = table_id.schema, table_id.name
+        reports = await Reports.read(self._store)
+        instances = reports.of("fanout")
+        if not instances:
+            return Outcome(False, "no fan-out instance is running: nothing to drain")
+        deadline_ms = int((time.time() + deadline_seconds) * 1000) if deadline_seconds else 0
+        args = {"schema": schema, "table": table, "deadline_unix_ms": deadline_ms}
+        targets = [f"fanout:{i.instance_id}" for i in instances]
+        return await self._send_all([(t, CommandKind.DRAIN, args) for t in targets])
+
+    async def _sources(self, source_id: str) -> list[str]:
+        """The named source (checked to exist) or, when empty, every known source."""
+        reports = await Reports.read(self._store)
+        known = sorted({s.source_id for s in self._catalog.sources} | set(reports.ingest_sources()))
+        if not source_id:
+            if not known:
+                raise NotFound("no source is configured or reported; nothing to address")
+            return known
+        if source_id not in known:
+            raise NotFound(f"source {source_id!r} is not configured and no ingest instance reports it; "
+                           f"known sources: {', '.join(known) or 'none'}")
+        return [source_id]
+
+    async def _to_sources(self, sources: list[str], kind: CommandKind, args: Mapping[str, Any]) -> Outcome:
+        return await self._send_all([(f"ingest:{s}", kind, args) for s in sources])
+
+    async def _send_all(self, commands: list[tuple[str, CommandKind, Mapping[str, Any]]]) -> Outcome:
+        sent = [(target, await self._store.send_command(target, kind, args)) for target, kind, args in commands]
+        results = await asyncio.gather(*(self._store.command_result(cid, self.command_timeout) for _, cid in sent))
+        missing = [target for (target, _), result in zip(sent, results, strict=True) if result is None]
+        if missing:
+            raise CommandTimedOut(f"no answer from {', '.join(missing)} within {self.command_timeout:g}s; the "
+                                  "command stays queued and runs when an instance reads it (is it running, with "
+                                  "commands enabled?)")
+        answered = tuple(r for r in results if r is not None)
+        accepted = all(r.status is CommandStatus.SUCCEEDED for r in answered)
+        message = "; ".join(f"{target}: {r.status.value}" + (f" ({r.message})" if r.message else "")
+                            for (target, _), r in zip(sent, answered, strict=True))
+        return Outcome(accepted, message, answered)

@@ -1,0 +1,57 @@
+"""One consistent read of what every instance reports, and lookups into it (pure after the read)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from laredo_core.changes import TableId
+from laredo_core.coordination.ports import InstanceStatus
+
+from laredo_oam.domain.catalog import PipelineKey
+from laredo_oam.domain.states import TARGET_SERVICES
+from laredo_oam.ports import CoordinationStore
+
+
+@dataclass(frozen=True, slots=True)
+class Reports:
+    """The live instances of every service, read once per request."""
+
+    instances: tuple[InstanceStatus, ...]
+
+    @classmethod
+    async def read(cls, store: CoordinationStore) -> Reports:
+        return cls(tuple(await store.instances()))
+
+    def of(self, service: str) -> tuple[InstanceStatus, ...]:
+        return tuple(i for i in self.instances if i.service == service)
+
+    def ingest_sources(self) -> tuple[str, ...]:
+        return tuple(sorted({str(i.status["source"]) for i in self.of("ingest") if i.status.get("source")}))
+
+    def ingest(self, source_id: str) -> InstanceStatus | None:
+        """The instance reading the source: its leader, else any instance reporting it (e.g. a standby)."""
+        reporting = [i for i in self.of("ingest") if i.status.get("source") == source_id]
+        leaders = [i for i in reporting if i.status.get("leader", True)]
+        return (leaders or reporting or [None])[0]
+
+    def target_tables(self, key: PipelineKey) -> list[tuple[InstanceStatus, Mapping[str, Any]]]:
+        """Each instance of the target's service that reports this table, with its report of it."""
+        service = TARGET_SERVICES.get(key.target_type, key.target_type)
+        found = []
+        for instance in self.of(service):
+            tables = instance.status.get("tables")
+            entry = tables.get(str(key.table)) if isinstance(tables, Mapping) else None
+            if isinstance(entry, Mapping):
+                found.append((instance, entry))
+        return found
+
+    def reported_columns(self, table: TableId) -> list[Any]:
+        """The first column list any instance reports for the table (`tables[<t>].columns`), else []."""
+        for instance in self.instances:
+            tables = instance.status.get("tables")
+            entry = tables.get(str(table)) if isinstance(tables, Mapping) else None
+            if isinstance(entry, Mapping) and isinstance(entry.get("columns"), list) and entry["columns"]:
+                return list(entry["columns"])
+        return []

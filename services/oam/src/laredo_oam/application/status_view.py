@@ -1,0 +1,150 @@
+"""Status use cases: the system, a table, a pipeline, readiness, sources, tables and schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from laredo_core.changes import TableId
+
+from laredo_oam.application.reports import Reports
+from laredo_oam.domain.catalog import Catalog, ConfiguredTable, PipelineKey, table_from_request
+from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed
+from laredo_oam.domain.states import PipelineState, is_ready, pipeline_state, service_state
+from laredo_oam.domain.views import ColumnView, PipelineView, Readiness, SourceView, SystemStatus
+from laredo_oam.ports import CoordinationStore
+
+
+class StatusView:
+    """Answers status questions from configuration plus what the instances heartbeat right now."""
+
+    def __init__(self, store: CoordinationStore, catalog: Catalog) -> None:
+        self._store = store
+        self.catalog = catalog
+
+    async def system_status(self) -> SystemStatus:
+        reports = await Reports.read(self._store)
+        pipelines = self._pipelines(reports, self.catalog.pipelines())
+        sources = tuple(self._source(reports, s) for s in self._source_ids(reports))
+        phases = [str(s.details.get("phase", "")) for s in sources if s.reporting]
+        last_change = max((i.heartbeat_unix_ms for i in reports.instances), default=0)
+        return SystemStatus(service_state(phases, (p.state for p in pipelines)), sources, pipelines, last_change)
+
+    async def table_status(self, schema: str, table: str) -> tuple[PipelineView, ...]:
+        table_id = table_from_request(schema, table)
+        configured = self._configured(table_id)
+        reports = await Reports.read(self._store)
+        return self._pipelines(reports, tuple(p for t in configured for p in t.pipelines()))
+
+    async def pipeline_status(self, pipeline_id: str) -> PipelineView:
+        key = self._pipeline_key(pipeline_id)
+        return self._pipelines(await Reports.read(self._store), (key,))[0]
+
+    async def check_ready(self, source: str = "", table: str = "", pipeline_id: str = "") -> Readiness:
+        """Readiness of one pipeline, a table's pipelines, a source's pipelines, or everything (in that order)."""
+        if pipeline_id:
+            keys: tuple[PipelineKey, ...] = (self._pipeline_key(pipeline_id),)
+        elif table:
+            keys = tuple(p for t in self._configured(table_from_request("", table)) for p in t.pipelines())
+        else:
+            keys = self.catalog.pipelines()
+        reports = await Reports.read(self._store)
+        if source:
+            if source not in self._source_ids(reports):
+                raise NotFound(f"source {source!r} is not configured and no ingest instance reports it; "
+                               f"known sources: {', '.join(self._source_ids(reports)) or 'none'}")
+            keys = tuple(k for k in keys if k.source_id == source)
+        reasons = [reason for view in self._pipelines(reports, keys) for reason in _not_ready(view)]
+        reasons += [f"fan-out instance {i.instance_id} is draining" for i in reports.of("fanout")
+                    if i.status.get("draining")]
+        if not keys:
+            reasons.append("no pipeline is configured here: add tables with targets to the configuration")
+        return Readiness(not reasons, tuple(reasons))
+
+    async def source_info(self, source_id: str = "") -> tuple[SourceView, ...]:
+        reports = await Reports.read(self._store)
+        known = self._source_ids(reports)
+        if source_id and source_id not in known:
+            raise NotFound(f"source {source_id!r} is not configured and no ingest instance reports it; "
+                           f"known sources: {', '.join(known) or 'none'}")
+        return tuple(self._source(reports, s) for s in known if not source_id or s == source_id)
+
+    def list_tables(self) -> tuple[ConfiguredTable, ...]:
+        return self.catalog.tables
+
+    async def table_schema(self, schema: str, table: str) -> tuple[ColumnView, ...]:
+        table_id = table_from_request(schema, table)
+        self._configured(table_id)
+        reported = (await Reports.read(self._store)).reported_columns(table_id)
+        if not reported:
+            raise PreconditionFailed(f"no running service has reported the columns of {table_id} yet; they are "
+                                     "known once its pipeline has started (check GetTableStatus)")
+        return tuple(_column(position, column) for position, column in enumerate(reported, start=1))
+
+    def _configured(self, table: TableId) -> tuple[ConfiguredTable, ...]:
+        configured = self.catalog.tables_named(table)
+        if not configured:
+            known = ", ".join(sorted({str(t.table) for t in self.catalog.tables})) or "none"
+            raise NotFound(f"table {table} is not configured; configured tables: {known}")
+        return configured
+
+    def _pipeline_key(self, pipeline_id: str) -> PipelineKey:
+        if not pipeline_id:
+            raise InvalidRequest("pipeline_id is required: <source>:<schema>.<table>:<target-type>")
+        key = PipelineKey.parse(pipeline_id)
+        if key not in self.catalog.pipelines():
+            known = ", ".join(p.pipeline_id for p in self.catalog.pipelines()) or "none"
+            raise NotFound(f"pipeline {pipeline_id!r} does not exist; configured pipelines: {known}")
+        return key
+
+    def _source_ids(self, reports: Reports) -> tuple[str, ...]:
+        return tuple(sorted({s.source_id for s in self.catalog.sources} | set(reports.ingest_sources())))
+
+    def _source(self, reports: Reports, source_id: str) -> SourceView:
+        configured = self.catalog.source(source_id)
+        base = SourceView(source_id, *(() if configured is None else (configured.source_type,
+                                                                       configured.supports_resume)))
+        instance = reports.ingest(source_id)
+        if instance is None:
+            return base
+        report = instance.status
+        return SourceView(base.source_id, base.source_type, base.supports_resume,
+                          str(report.get("received_lsn", "")), str(report.get("confirmed_lsn", "")),
+                          int(report.get("lag_bytes", 0) or 0), float(report.get("lag_seconds", 0) or 0),
+                          {"instance_id": instance.instance_id, **report}, reporting=True)
+
+    def _pipelines(self, reports: Reports, keys: tuple[PipelineKey, ...]) -> tuple[PipelineView, ...]:
+        return tuple(_pipeline(reports, key) for key in keys)
+
+
+def _pipeline(reports: Reports, key: PipelineKey) -> PipelineView:
+    ingest = reports.ingest(key.source_id)
+    targets = reports.target_tables(key)
+    # Several target instances: the least advanced one decides (all must have the baseline to be ready).
+    entry = next((e for _, e in targets if not e.get("baseline_complete")), targets[0][1] if targets else None)
+    state = pipeline_state(None if ingest is None else ingest.status, entry)
+    error = ""
+    if ingest is None:
+        error = f"no ingest instance reports source {key.source_id}; is laredo-ingest running with heartbeats on?"
+    elif state is PipelineState.ERROR:
+        error = str(ingest.status.get("last_error", "")) or "ingest failed"
+    elif not targets:
+        error = f"no {key.target_type} instance reports table {key.table} yet"
+    rows = max((int(e.get("rows", 0) or 0) for _, e in targets), default=0)
+    last = max((i.heartbeat_unix_ms for i, _ in targets), default=0)
+    return PipelineView(key, state, rows, error, last)
+
+
+def _not_ready(view: PipelineView) -> list[str]:
+    if is_ready(view.state):
+        return []
+    why = f": {view.error_message}" if view.error_message else ""
+    return [f"pipeline {view.pipeline_id} is {view.state.value}{why}"]
+
+
+def _column(position: int, column: Any) -> ColumnView:
+    if not isinstance(column, Mapping):
+        return ColumnView(position, str(column))
+    return ColumnView(int(column.get("ordinal_position", position)), str(column.get("name", "")),
+                      str(column.get("type", column.get("data_type", ""))), bool(column.get("not_null", False)),
+                      int(column.get("primary_key_ordinal", 0) or 0))

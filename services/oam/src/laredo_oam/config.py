@@ -1,0 +1,48 @@
+"""OAM settings: the coordination store, the command timeout and the configured catalog; validated at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, service_reader
+from laredo_core.errors import ConfigError
+
+from laredo_oam.domain.catalog import Catalog, ConfiguredSource, ConfiguredTable, ConfiguredTarget
+
+OAM_KEYS = ("command_timeout",)
+DEFAULT_COMMAND_TIMEOUT = 10.0
+#: Source options shown by ListTables; never the connection string (it may hold a password).
+_SHOWN_SOURCE_KEYS = ("slot_mode", "slot_name", "publication_name")
+
+
+@dataclass(frozen=True, slots=True)
+class OamConfig:
+    redis_url: str
+    redis_key_prefix: str
+    catalog: Catalog
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+
+
+def read_oam_config(settings: LaredoSettings) -> OamConfig:
+    """The OAM section (`oam { command_timeout = 10s }`) and the catalog; ConfigError lists every problem."""
+    problems: list[str] = []
+    section = service_reader(settings.oam.options, "oam", problems, known=ENDPOINT_KEYS)
+    timeout = section.duration("command_timeout", DEFAULT_COMMAND_TIMEOUT)
+    if not timeout > 0 and not any("command_timeout" in p for p in problems):
+        section.problem("command_timeout", f"must be a positive duration such as 10s, got {timeout:g}s")
+    section.check_unknown()
+    if problems:
+        raise ConfigError(problems)
+    return OamConfig(settings.redis.url, settings.redis.key_prefix, catalog_from(settings), timeout)
+
+
+def catalog_from(settings: LaredoSettings) -> Catalog:
+    sources = tuple(
+        ConfiguredSource(s.source_id, s.type, s.slot_mode == "stateful",
+                         {"slot_mode": s.slot_mode, "slot_name": s.slot_name,
+                          "publication_name": s.publication_name})
+        for s in settings.sources.values())
+    tables = tuple(ConfiguredTable(t.source_id, t.table, tuple(ConfiguredTarget(g.type, dict(g.options))
+                                                               for g in t.targets))
+                   for t in settings.tables)
+    return Catalog(sources, tables)

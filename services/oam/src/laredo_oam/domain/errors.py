@@ -1,0 +1,27 @@
+"""OAM errors; each maps to one gRPC status code in entrypoints/grpc/errors.py."""
+
+from __future__ import annotations
+
+from laredo_core.errors import LaredoError
+
+
+class OamError(LaredoError):
+    """Base of the OAM service's own errors."""
+
+
+class InvalidRequest(OamError):
+    """A required field is missing or malformed (INVALID_ARGUMENT)."""
+
+
+class NotFound(OamError):
+    """The named source, table or pipeline does not exist (NOT_FOUND)."""
+
+
+class PreconditionFailed(OamError):
+    """The operation needs something first, e.g. confirm=true for a destructive one (FAILED_PRECONDITION)."""
+
+
+class CommandTimedOut(OamError):
+    """A command was sent but no instance answered in time (DEADLINE_EXCEEDED); it may still be carried out."""
+
+    retryable = True

@@ -1,0 +1,86 @@
+"""OAM domain views -> protobuf messages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from laredo.v1 import oam_pb2
+
+from laredo_oam.domain.catalog import ConfiguredSource, ConfiguredTable
+from laredo_oam.domain.states import PipelineState, ServiceState
+from laredo_oam.domain.views import ColumnView, PipelineView, SourceView, SystemStatus
+
+
+def service_state(state: ServiceState) -> int:
+    return oam_pb2.ServiceState.Value(f"SERVICE_STATE_{state.name}")
+
+
+def pipeline_state(state: PipelineState) -> int:
+    return oam_pb2.PipelineState.Value(f"PIPELINE_STATE_{state.name}")
+
+
+def struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    # A JSON round trip turns tuples, ints and nested mappings into what Struct accepts.
+    message.update(json.loads(json.dumps(dict(values), default=str)))
+    return message
+
+
+def timestamp(unix_ms: int) -> timestamp_pb2.Timestamp | None:
+    if not unix_ms:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromMilliseconds(unix_ms)
+    return stamp
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    value = duration_pb2.Duration()
+    value.FromNanoseconds(int(seconds * 1e9))
+    return value
+
+
+def pipeline(view: PipelineView) -> oam_pb2.PipelineStatus:
+    key = view.key
+    return oam_pb2.PipelineStatus(
+        pipeline_id=view.pipeline_id, source_id=key.source_id, schema=key.table.schema, table=key.table.name,
+        target_type=key.target_type, state=pipeline_state(view.state), row_count=view.row_count,
+        error_message=view.error_message, last_change_at=timestamp(view.last_change_unix_ms))
+
+
+def source_status(view: SourceView) -> oam_pb2.SourceStatus:
+    return oam_pb2.SourceStatus(
+        source_id=view.source_id, source_type=view.source_type, supports_resume=view.supports_resume,
+        ordering_guarantee="total", current_position=view.current_position, acked_position=view.acked_position,
+        lag_bytes=view.lag_bytes, lag_time=duration(view.lag_seconds), source_details=struct(view.details))
+
+
+def source_info(view: SourceView) -> oam_pb2.SourceInfo:
+    return oam_pb2.SourceInfo(
+        source_id=view.source_id, source_type=view.source_type, supports_resume=view.supports_resume,
+        ordering_guarantee="total", current_position=view.current_position, acked_position=view.acked_position,
+        lag_bytes=view.lag_bytes, lag_time=duration(view.lag_seconds), details=struct(view.details))
+
+
+def system_status(status: SystemStatus) -> oam_pb2.GetStatusResponse:
+    return oam_pb2.GetStatusResponse(
+        state=service_state(status.state), sources=[source_status(s) for s in status.sources],
+        pipelines=[pipeline(p) for p in status.pipelines], last_change_at=timestamp(status.last_change_unix_ms))
+
+
+def table_configs(table: ConfiguredTable, source: ConfiguredSource | None) -> list[oam_pb2.TableConfig]:
+    return [oam_pb2.TableConfig(
+        schema=table.table.schema, table=table.table.name, source_id=table.source_id,
+        primary_key=str(target.options.get("primary_key", "")),
+        source_type=source.source_type if source else "", source_config=struct(source.details if source else {}),
+        target_type=target.target_type, target_config=struct(target.options)) for target in table.targets]
+
+
+def column(view: ColumnView) -> oam_pb2.ColumnDefinition:
+    return oam_pb2.ColumnDefinition(
+        ordinal_position=view.ordinal_position, column_name=view.name, data_type=view.data_type,
+        not_null=view.not_null, is_primary_key=view.primary_key_ordinal > 0,
+        primary_key_ordinal=view.primary_key_ordinal)
