@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import os
 import signal
 import subprocess
@@ -15,7 +16,9 @@ from pathlib import Path
 from laredo_testing.eventually import wait_until
 from laredo_testing.process import free_port
 
-__all__ = ["ServiceProcess", "free_port", "write_config"]
+import psycopg
+
+__all__ = ["ServiceProcess", "create_table", "free_port", "mixed_changes", "write_config"]
 
 BIN = Path(sys.executable).parent
 
@@ -107,3 +110,35 @@ class ServiceProcess:
         except OSError:
             return "(no log)"
 
+
+
+def mixed_changes(conn: psycopg.Connection, table: str, rnd: random.Random, live: list[int], next_id: int,
+                  count: int, *, min_rows: int = 1) -> int:
+    """`count` random inserts (40%), updates (40%) and deletes (20%) on (id, name, qty, note); returns next_id.
+
+    `live` holds the ids present; inserts are forced while fewer than `min_rows` remain.
+    """
+    for _ in range(count):
+        op = rnd.random()
+        if op < 0.4 or len(live) < min_rows:
+            conn.execute(f"INSERT INTO {table} (id, name, qty) VALUES (%s, %s, %s)",
+                         (next_id, f"new {next_id}", rnd.randint(0, 1000)))
+            live.append(next_id)
+            next_id += 1
+        elif op < 0.8:
+            conn.execute(f"UPDATE {table} SET qty = %s, note = %s, updated_at = now() WHERE id = %s",
+                         (rnd.randint(0, 1000), f"upd {rnd.random():.6f}", rnd.choice(live)))
+        else:
+            victim = live.pop(rnd.randrange(len(live)))
+            conn.execute(f"DELETE FROM {table} WHERE id = %s", (victim,))
+    return next_id
+
+
+def create_table(dsn: str, table: str, rows: int) -> None:
+    """(id, name, qty, note, updated_at) with `rows` rows; every fifth note is NULL."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, name text NOT NULL, qty int, "
+                     "note text, updated_at timestamptz NOT NULL DEFAULT '2026-01-01 00:00:00+00')")
+        conn.execute(f"INSERT INTO {table} (id, name, qty, note) SELECT g, 'row ' || g, g %% 97, "
+                     "CASE WHEN g %% 5 = 0 THEN NULL ELSE md5(g::text) END FROM generate_series(1, %s::bigint) g",
+                     (rows,))

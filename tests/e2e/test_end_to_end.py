@@ -20,7 +20,7 @@ from laredo_core.position import parse_lsn
 from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, stream_name
 from laredo_testing.eventually import eventually
 
-from tests.e2e.harness import ServiceProcess, free_port, write_config
+from tests.e2e.harness import ServiceProcess, create_table, free_port, mixed_changes, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,15 +42,6 @@ class Pipeline:
         return grpc.aio.insecure_channel(f"127.0.0.1:{self.fanout_port}")
 
 
-def create_table(dsn: str, table: str, rows: int) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, name text NOT NULL, qty int, "
-                     "note text, updated_at timestamptz NOT NULL DEFAULT '2026-01-01 00:00:00+00')")
-        conn.execute(f"INSERT INTO {table} (id, name, qty, note) SELECT g, 'row ' || g, g %% 97, "
-                     "CASE WHEN g %% 5 = 0 THEN NULL ELSE md5(g::text) END FROM generate_series(1, %s::bigint) g",
-                     (rows,))
-
-
 def table_rows(dsn: str, table: str) -> dict[tuple[int], dict]:
     with psycopg.connect(dsn, options="-c TimeZone=UTC") as conn:
         cur = conn.execute(f"SELECT {COLUMNS} FROM {table}")
@@ -67,19 +58,7 @@ def apply_mixed_changes(dsn: str, table: str, transactions: int, per_txn: int, f
         next_id = first_new_id
         for _ in range(transactions):
             with conn.transaction():
-                for _ in range(per_txn):
-                    op = rnd.random()
-                    if op < 0.4 or not live:
-                        conn.execute(f"INSERT INTO {table} (id, name, qty) VALUES (%s, %s, %s)",
-                                     (next_id, f"new {next_id}", rnd.randint(0, 1000)))
-                        live.append(next_id)
-                        next_id += 1
-                    elif op < 0.8:
-                        conn.execute(f"UPDATE {table} SET qty = %s, note = %s, updated_at = now() WHERE id = %s",
-                                     (rnd.randint(0, 1000), f"upd {rnd.random():.6f}", rnd.choice(live)))
-                    else:
-                        victim = live.pop(rnd.randrange(len(live)))
-                        conn.execute(f"DELETE FROM {table} WHERE id = %s", (victim,))
+                next_id = mixed_changes(conn, table, rnd, live, next_id, per_txn)
             if pause:
                 time.sleep(pause)  # the offered load: changes keep arriving while clients connect
 

@@ -28,7 +28,7 @@ import pytest
 from laredo_testing.eventually import eventually
 from libs.client.tests.tcp_balancer import TcpBalancer
 from tests.e2e.client_swarm import COLUMNS, rows_hash
-from tests.e2e.harness import ServiceProcess, free_port, write_config
+from tests.e2e.harness import ServiceProcess, create_table, free_port, mixed_changes, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -109,26 +109,10 @@ class PacedWriter:
                 if lag < 0 and self._stop.wait(-lag):  # pacing to the schedule, not waiting for a condition
                     break
                 with conn.transaction():
-                    next_id = self._one_transaction(conn, rnd, live, next_id)
+                    next_id = mixed_changes(conn, self.table, rnd, live, next_id, CHANGES_PER_TXN, min_rows=100)
                 txn += 1
                 self.changes += CHANGES_PER_TXN
                 self.elapsed = time.monotonic() - started
-
-    def _one_transaction(self, conn: psycopg.Connection, rnd: random.Random, live: list[int], next_id: int) -> int:
-        for _ in range(CHANGES_PER_TXN):
-            op = rnd.random()
-            if op < 0.4 or len(live) < 100:
-                conn.execute(f"INSERT INTO {self.table} (id, name, qty, note) VALUES (%s, %s, %s, NULL)",
-                             (next_id, f"new {next_id}", rnd.randint(0, 1000)))
-                live.append(next_id)
-                next_id += 1
-            elif op < 0.8:
-                conn.execute(f"UPDATE {self.table} SET qty = %s, note = %s WHERE id = %s",
-                             (rnd.randint(0, 1000), f"upd {rnd.random():.6f}", rnd.choice(live)))
-            else:
-                victim = live.pop(rnd.randrange(len(live)))
-                conn.execute(f"DELETE FROM {self.table} WHERE id = %s", (victim,))
-        return next_id
 
 
 class Swarm:
@@ -182,14 +166,6 @@ class Cluster:
     ingest: ServiceProcess
     fanouts: list[ServiceProcess]
     addresses: list[str]
-
-
-def create_table(dsn: str, table: str, rows: int) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, name text NOT NULL, qty int, note text)")
-        conn.execute(f"INSERT INTO {table} (id, name, qty, note) SELECT g, 'row ' || g, g %% 97, "
-                     "CASE WHEN g %% 5 = 0 THEN NULL ELSE md5(g::text) END FROM generate_series(1, %s::bigint) g",
-                     (rows,))
 
 
 def table_hash(dsn: str, table: str) -> str:
