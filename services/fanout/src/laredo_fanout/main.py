@@ -21,11 +21,11 @@ from laredo_core.health import HealthServer
 from laredo_core.stream.nats_feed import NatsChangeFeed
 from laredo_core.telemetry import build_tracer_provider
 
-from laredo_fanout.adapters.local_snapshot_store import LocalSnapshotStore
+from laredo_core.snapshots.local_store import LocalSnapshotStore
 from laredo_fanout.adapters.memory import SilentObserver
 from laredo_fanout.adapters.otel_observer import OtelObserver
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
-from laredo_fanout.adapters.s3_snapshot_store import S3Location, S3SnapshotStore
+from laredo_core.snapshots.s3_store import S3Location, S3SnapshotStore
 from laredo_fanout.adapters.system_clock import SystemClock
 from laredo_fanout.application.coordination import FanoutCoordinator
 from laredo_fanout.application.replicator import Replicator

@@ -13,9 +13,10 @@ from laredo_core.stream.feed import ChangeFeed as ChangeFeed
 from laredo_core.stream.feed import ChangeSink as ChangeSink
 from laredo_core.stream.feed import FeedMessage as FeedMessage
 from laredo_core.stream.feed import FeedSubscription as FeedSubscription
+# Snapshot stores are shared too (contract: laredo_core.snapshots.store.SnapshotStore).
+from laredo_core.snapshots.store import SnapshotStore as SnapshotStore
 
 from laredo_fanout.domain.journal import JournalEntry
-from laredo_fanout.domain.snapshot_format import SnapshotManifest
 from laredo_fanout.domain.sync_plan import SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
 
@@ -62,37 +63,6 @@ class SyncEncoder(Protocol):
     def fetch_row(self, row: StoredRow) -> bytes: ...
 
     def fetch_end(self, *, sequence: int, rows_sent: int, position: str) -> bytes: ...
-
-
-class SnapshotStore(Protocol):
-    """Where snapshots are kept: a local directory, an S3 bucket (MinIO), or memory (tests).
-
-    Layout and format: domain/snapshot_format.py. Contract:
-    - a snapshot is written part by part, then its manifest (write_manifest) LAST: it exists, for
-      list_snapshots and read_manifest, only once the manifest is complete; a writer that fails
-      half-way leaves parts nobody reads;
-    - list_snapshots(table): the complete snapshots of one table, newest first (by created_at);
-      a manifest that cannot be parsed is logged and left out, never raised;
-    - read_manifest(table, id): that snapshot's manifest, or None when it does not exist;
-    - read_part: the bytes of one part file; raises SnapshotNotFound when it is missing;
-    - delete_snapshot removes the manifest first (so a half-deleted snapshot is invisible), then
-      every file under the snapshot; deleting a missing snapshot is no error;
-    - several instances may share one store: ids are unique per writer (time + sequence + nonce);
-    - every method raises SnapshotStoreUnavailable (retryable) when the store fails.
-    Called from the event loop; adapters run blocking I/O in threads.
-    """
-
-    async def write_part(self, table: TableId, snapshot_id: str, name: str, data: bytes) -> None: ...
-
-    async def write_manifest(self, manifest: SnapshotManifest) -> None: ...
-
-    async def list_snapshots(self, table: TableId) -> list[SnapshotManifest]: ...
-
-    async def read_manifest(self, table: TableId, snapshot_id: str) -> SnapshotManifest | None: ...
-
-    async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes: ...
-
-    async def delete_snapshot(self, table: TableId, snapshot_id: str) -> None: ...
 
 
 class Clock(Protocol):

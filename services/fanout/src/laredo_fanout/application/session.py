@@ -27,7 +27,7 @@ from laredo_fanout.application.send_buffer import Outgoing, SendBuffer
 from laredo_fanout.application.session_producer import SessionProducer, SnapshotCopy
 from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.domain.errors import TargetDrained
-from laredo_fanout.domain.snapshot_format import SnapshotManifest
+from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.subscription_filter import FieldPredicate, SubscriptionFilter
 from laredo_fanout.domain.sync_plan import RetainedSnapshot, SyncMode, SyncPlan, choose_sync_mode
 from laredo_fanout.ports import Clock, Observer, SyncEncoder

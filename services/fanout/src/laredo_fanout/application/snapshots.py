@@ -16,10 +16,7 @@ from typing import Any
 
 from laredo_core.changes import TableId
 from laredo_core.position import PositionError
-
-from laredo_fanout.application.table_replica import TableReplica
-from laredo_fanout.domain.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
-from laredo_fanout.domain.snapshot_format import (
+from laredo_core.snapshots.format import (
     Checksum,
     SnapshotManifest,
     decode_rows,
@@ -28,6 +25,9 @@ from laredo_fanout.domain.snapshot_format import (
     new_snapshot_id,
     verify_part,
 )
+
+from laredo_fanout.application.table_replica import TableReplica
+from laredo_fanout.domain.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
 from laredo_fanout.domain.table_state import StoredRow
 from laredo_fanout.ports import Clock, SnapshotStore, SyncEncoder
 

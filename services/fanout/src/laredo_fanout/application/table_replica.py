@@ -14,7 +14,7 @@ from laredo_core.position import Position
 from laredo_fanout.application.client_registry import ClientRegistry
 from laredo_fanout.domain.client_buffer import BufferLimits
 from laredo_fanout.domain.journal import Journal
-from laredo_fanout.domain.snapshot_format import SnapshotManifest
+from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.table_state import TableState
 from laredo_fanout.ports import SyncEncoder
 

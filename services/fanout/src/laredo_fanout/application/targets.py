@@ -20,7 +20,7 @@ from laredo_fanout.domain.errors import (
     SnapshotsNotConfigured,
     TargetNotFound,
 )
-from laredo_fanout.domain.snapshot_format import SnapshotManifest
+from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.subscription_filter import SubscriptionFilter
 from laredo_fanout.ports import Clock, Observer, SyncEncoder
 

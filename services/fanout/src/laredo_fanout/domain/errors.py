@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from laredo_core.errors import LaredoError
+# Snapshot errors are shared with every snapshot reader and writer; re-exported for the fan-out core.
+from laredo_core.snapshots.errors import SnapshotCorrupt as SnapshotCorrupt
+from laredo_core.snapshots.errors import SnapshotNotFound as SnapshotNotFound
+from laredo_core.snapshots.errors import SnapshotStoreUnavailable as SnapshotStoreUnavailable
 
 
 class FanoutError(LaredoError):
@@ -75,23 +79,5 @@ class TargetDrained(FanoutError):
     retryable = True
 
 
-class SnapshotNotFound(FanoutError):
-    """No retained snapshot has the requested id."""
-
-    def __init__(self, snapshot_id: str) -> None:
-        super().__init__(f"snapshot {snapshot_id!r} not found (ListSnapshots shows the retained ones)")
-        self.snapshot_id = snapshot_id
-
-
 class SnapshotsNotConfigured(FanoutError):
     """The target has no snapshot store."""
-
-
-class SnapshotCorrupt(FanoutError):
-    """A stored snapshot does not match its manifest or the format (the store holds bad data)."""
-
-
-class SnapshotStoreUnavailable(FanoutError):
-    """The snapshot store failed or cannot be reached; adapters wrap their library's errors in it."""
-
-    retryable = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+from laredo_core.errors import LaredoError
 
 from laredo_fanout.domain.errors import (
     ClientFellBehind,
@@ -19,7 +20,7 @@ from laredo_fanout.domain.errors import (
     TooManyClients,
 )
 
-_STATUS: tuple[tuple[type[FanoutError], grpc.StatusCode], ...] = (
+_STATUS: tuple[tuple[type[LaredoError], grpc.StatusCode], ...] = (
     (InvalidSyncRequest, grpc.StatusCode.INVALID_ARGUMENT),
     (TargetNotFound, grpc.StatusCode.NOT_FOUND),
     (SnapshotNotFound, grpc.StatusCode.NOT_FOUND),
@@ -34,7 +35,7 @@ _STATUS: tuple[tuple[type[FanoutError], grpc.StatusCode], ...] = (
 )
 
 
-def status_for(error: FanoutError) -> tuple[grpc.StatusCode, str]:
+def status_for(error: LaredoError) -> tuple[grpc.StatusCode, str]:
     for error_type, code in _STATUS:
         if isinstance(error, error_type):
             return code, str(error)

@@ -9,7 +9,7 @@ from laredo.replication.v1 import replication_pb2 as pb
 
 from laredo_fanout.application.session import SyncRequestInfo
 from laredo_fanout.application.targets import ReplicationStatus
-from laredo_fanout.domain.snapshot_format import SnapshotManifest
+from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.subscription_filter import FieldPredicate, MatchKind
 
 

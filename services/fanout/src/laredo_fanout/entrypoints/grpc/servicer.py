@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from laredo.replication.v1 import replication_pb2 as pb
+from laredo_core.snapshots.errors import SnapshotError
 
 from laredo_fanout.application.targets import FanoutTargets
 from laredo_fanout.domain.errors import ClientFellBehind, ClientTooSlow, FanoutError
@@ -41,7 +42,7 @@ class ReplicationServicer:
         try:
             session = self._targets.open_session(mappers.sync_request(request))
             await session.serve(context.write)
-        except FanoutError as exc:
+        except (FanoutError, SnapshotError) as exc:
             if isinstance(exc, (ClientFellBehind, ClientTooSlow)):
                 log.warning("%s.%s: %s", request.schema, request.table, exc)
             if not context.cancelled():  # a client that already left gets no status
@@ -51,7 +52,7 @@ class ReplicationServicer:
                                      context: grpc.aio.ServicerContext) -> pb.GetReplicationStatusResponse:
         try:
             return mappers.status_response(self._targets.status(request.schema, request.table))
-        except FanoutError as exc:
+        except (FanoutError, SnapshotError) as exc:
             await context.abort(*status_for(exc))
             raise  # unreachable: abort raises
 
@@ -59,7 +60,7 @@ class ReplicationServicer:
                              context: grpc.aio.ServicerContext) -> pb.ListSnapshotsResponse:
         try:
             manifests = await self._targets.list_snapshots(request.schema, request.table, request.limit)
-        except FanoutError as exc:
+        except (FanoutError, SnapshotError) as exc:
             await context.abort(*status_for(exc))
             raise  # unreachable: abort raises
         return pb.ListSnapshotsResponse(snapshots=[mappers.snapshot_info(m) for m in manifests])
@@ -71,7 +72,7 @@ class ReplicationServicer:
             async with aclosing(self._targets.snapshot_messages(snapshots, manifest)) as messages:
                 async for message in messages:
                     yield message
-        except FanoutError as exc:
+        except (FanoutError, SnapshotError) as exc:
             await context.abort(*status_for(exc))
 
 

@@ -14,15 +14,15 @@ from pathlib import Path
 
 from laredo_core.changes import TableId
 
-from laredo_fanout.adapters.memory import newest_first
-from laredo_fanout.domain.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
-from laredo_fanout.domain.snapshot_format import (
+from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
+from laredo_core.snapshots.format import (
     MANIFEST_NAME,
     SnapshotManifest,
     manifest_from_json,
     manifest_to_json,
     table_directory,
 )
+from laredo_core.snapshots.memory_store import newest_first
 
 log = logging.getLogger(__name__)
 

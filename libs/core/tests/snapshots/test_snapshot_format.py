@@ -9,7 +9,7 @@ import pytest
 
 from laredo_core.changes import TableId
 from laredo_fanout.domain.errors import SnapshotCorrupt
-from laredo_fanout.domain.snapshot_format import (
+from laredo_core.snapshots.format import (
     Checksum,
     SnapshotManifest,
     decode_rows,

@@ -10,11 +10,11 @@ import pytest
 from minio import Minio
 
 from laredo_core.changes import TableId
-from laredo_fanout.adapters.local_snapshot_store import LocalSnapshotStore
+from laredo_core.snapshots.local_store import LocalSnapshotStore
 from laredo_fanout.adapters.memory import MemorySnapshotStore
-from laredo_fanout.adapters.s3_snapshot_store import S3Location, S3SnapshotStore
+from laredo_core.snapshots.s3_store import S3Location, S3SnapshotStore
 from laredo_fanout.domain.errors import SnapshotNotFound, SnapshotStoreUnavailable
-from laredo_fanout.domain.snapshot_format import MANIFEST_NAME, Checksum, SnapshotManifest, encode_part
+from laredo_core.snapshots.format import MANIFEST_NAME, Checksum, SnapshotManifest, encode_part
 from laredo_fanout.ports import SnapshotStore
 from services.fanout.tests.fanout_testkit import COLUMNS, TABLE
 

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from laredo_core.changes import ColumnInfo, TableId
+from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.stream.naming import escape_token
-
-from laredo_fanout.domain.errors import SnapshotCorrupt
 
 FORMAT = "jsonl"
 FORMAT_VERSION = 1
