@@ -15,7 +15,7 @@ from laredo_testing.eventually import eventually
 
 from laredo_core.changes import ColumnInfo, TableId
 from laredo_core.stream import naming
-from laredo_core.stream.feed import ChangeFeed, FeedMessage, FeedSubscription, StreamMismatch
+from laredo_core.stream.feed import ChangeFeed, FeedMessage, FeedSubscription, StreamMismatch, UndecodableMessage
 from laredo_core.stream.memory_feed import MemoryChangeFeed
 from laredo_core.stream.nats_feed import NatsChangeFeed
 
@@ -177,6 +177,29 @@ async def test_undecodable_message_is_skipped_and_delivery_continues(
     await backend.publish(TABLE, batches.transaction(insert(row(3))))
     await eventually(lambda: len(sink.messages) == 3, what="delivery after the corrupt message")
     assert not task.done()
+
+
+@dataclass
+class KeepingSink(RecordingSink):
+    undecodable: list[UndecodableMessage] = field(default_factory=list)
+
+    def on_undecodable(self, message: UndecodableMessage) -> None:
+        self.undecodable.append(message)
+
+
+async def test_undecodable_message_goes_to_a_sink_that_keeps_them_with_its_bytes(
+        backend: Backend, running: list[asyncio.Task[None]]) -> None:
+    await backend.create_stream()
+    good = Batches().transaction(insert(row(1)))
+    await backend.publish(TABLE, b"\xff\x00 corrupt")
+    await backend.publish(TABLE, good)
+    sink = KeepingSink()
+    start(backend, sink, running)
+    await eventually(lambda: len(sink.messages) == 1 and sink.undecodable, what="both messages handed over")
+    (bad,) = sink.undecodable
+    assert (bad.source_id, bad.table, bad.data) == (SOURCE, TABLE, b"\xff\x00 corrupt")
+    assert "corrupt change batch" in bad.error and bad.stream_sequence < sink.messages[0].stream_sequence
+    assert sink.messages[0].data == good, "each message carries its bytes as stored"
 
 
 async def test_waits_for_a_stream_that_does_not_exist_yet(

@@ -119,6 +119,7 @@ class LaredoSettings:
     oam: ServiceEndpoint
     snapshot: Mapping[str, Any] = field(default_factory=dict, repr=False)  # read by the snapshot service
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    dead_letters: Mapping[str, Any] = field(default_factory=dict, repr=False)  # laredo_core.deadletters.config
 
     def tables_with_target(self, target_type: str) -> tuple[TableSettings, ...]:
         return tuple(t for t in self.tables if t.targets_of(target_type))
@@ -141,6 +142,7 @@ def load_settings(path: str | Path | None, *, env: Mapping[str, str] | None = No
         oam=_endpoint(root.section("oam"), grpc_port=_legacy_grpc_port(root), health_port=8084),
         snapshot=root.section("snapshot").tree,
         raw=tree,
+        dead_letters=root.section("dead_letters").tree,
     )
     for table in settings.tables:
         if table.source_id not in settings.sources:

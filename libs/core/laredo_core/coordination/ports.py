@@ -30,6 +30,11 @@ class CommandKind(enum.Enum):
     RESET = "reset"  # drop and recreate the slot (args: drop_publication)
     DRAIN = "drain"  # fan-out: GoAway to clients (args: schema, table, deadline_unix_ms)
     SNAPSHOT = "snapshot"  # take a snapshot now (args: tables, user_meta)
+    REPLAY_DEAD_LETTERS = "replay_dead_letters"  # re-apply dead letters (laredo_core.deadletters.replay)
+    # Rebuild a table from a snapshot + the stream tail (fan-out, query; args: laredo_core.rebuild.records).
+    RESTORE = "restore"
+    REPLAY = "replay"  # the same, paced (args also: speed)
+    STOP_REPLAY = "stop_replay"  # args: rebuild_id
 
 
 class CommandStatus(enum.Enum):

@@ -14,8 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from laredo_core.changes import ColumnInfo, TableId
@@ -25,6 +26,8 @@ from laredo_core.stream.naming import escape_token
 FORMAT = "jsonl"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+_ESCAPED_TOKEN = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+")
+_ESCAPED_BYTE = re.compile(r"%([0-9A-F]{2})")
 
 
 def part_name(index: int) -> str:
@@ -33,6 +36,23 @@ def part_name(index: int) -> str:
 
 def table_directory(table: TableId) -> str:
     return f"{escape_token(table.schema)}.{escape_token(table.name)}"
+
+
+def table_from_directory(name: str) -> TableId | None:
+    """The table a `<schema>.<table>` directory name stands for (table_directory reversed); None if it is
+    not one (another file or directory in the store)."""
+    schema, sep, table = name.partition(".")
+    if not sep or not _ESCAPED_TOKEN.fullmatch(schema) or not _ESCAPED_TOKEN.fullmatch(table):
+        return None
+    try:
+        return TableId(_unescape(schema), _unescape(table))
+    except UnicodeDecodeError:
+        return None
+
+
+def _unescape(token: str) -> str:
+    raw = _ESCAPED_BYTE.sub(lambda m: chr(int(m.group(1), 16)), token)  # one char per byte, then decode
+    return raw.encode("latin-1").decode("utf-8")
 
 
 def new_snapshot_id(created_at: float, journal_sequence: int, nonce: str) -> str:
@@ -73,6 +93,8 @@ class SnapshotManifest:
     producer: str = "laredo-fanout"
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
+    # What the requester attached (OAM CreateSnapshot user_meta): a JSON object, {} when none; read-only.
+    user_meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def size_bytes(self) -> int:
@@ -147,6 +169,8 @@ def manifest_to_json(manifest: SnapshotManifest) -> bytes:
                   for p in manifest.parts],
         "producer": manifest.producer,
     }
+    if manifest.user_meta:  # optional: absent means {} (manifests written before it existed have none)
+        document["user_meta"] = dict(manifest.user_meta)
     return json.dumps(document, indent=2, ensure_ascii=False).encode("utf-8")
 
 
@@ -174,11 +198,20 @@ def manifest_from_json(data: bytes, where: str) -> SnapshotManifest:
             checksum=str(document.get("checksum", "")),
             source_id=str(document.get("source_id", "")),
             producer=str(document.get("producer", "")),
+            user_meta=_user_meta(document.get("user_meta"), where),
         )
     except SnapshotCorrupt:
         raise
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SnapshotCorrupt(f"{where}: invalid manifest ({type(exc).__name__}: {exc})") from None
+
+
+def _user_meta(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SnapshotCorrupt(f"{where}: user_meta must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _column_to_json(column: ColumnInfo) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from laredo_core.snapshots.format import (
     manifest_from_json,
     manifest_to_json,
     table_directory,
+    table_from_directory,
 )
 from laredo_core.snapshots.memory_store import newest_first
 
@@ -65,6 +66,15 @@ class LocalSnapshotStore:
             return None
         data = await self._io(_read_file, path)
         return manifest_from_json(data, str(path)) if data is not None else None
+
+    async def list_tables(self) -> list[TableId]:
+        return await self._io(self._tables)
+
+    def _tables(self) -> list[TableId]:
+        if not self._root.exists():
+            return []  # nothing written yet; a root that is not a directory fails in iterdir (misconfigured)
+        found = (table_from_directory(entry.name) for entry in self._root.iterdir() if entry.is_dir())
+        return [table for table in found if table is not None]
 
     async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes:
         data = await self._io(_read_file, self._dir(table, snapshot_id) / name)

@@ -50,6 +50,10 @@ class MemorySnapshotStore:
         data = self._manifests.get((table, snapshot_id))
         return manifest_from_json(data, f"memory:{table}/{snapshot_id}") if data is not None else None
 
+    async def list_tables(self) -> list[TableId]:
+        self._check()
+        return list({table: None for table, _ in [*self._manifests, *self._parts]})
+
     async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes:
         self._check()
         try:

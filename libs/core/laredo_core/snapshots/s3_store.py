@@ -26,6 +26,7 @@ from laredo_core.snapshots.format import (
     manifest_from_json,
     manifest_to_json,
     table_directory,
+    table_from_directory,
 )
 from laredo_core.snapshots.memory_store import newest_first
 
@@ -85,6 +86,9 @@ class S3SnapshotStore:
             return None
         data = await self._call(self._get, key)
         return manifest_from_json(data, self._url(key)) if data is not None else None
+
+    async def list_tables(self) -> list[TableId]:
+        return await self._call(self._tables)
 
     async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes:
         data = await self._call(self._get, self._key(table, snapshot_id, name))
@@ -148,6 +152,20 @@ class S3SnapshotStore:
             except SnapshotCorrupt as exc:
                 log.error("ignoring snapshot %s: %s", self._url(item.object_name), exc)
         return newest_first(manifests)
+
+    def _tables(self) -> list[TableId]:
+        root = self._location.prefix.strip("/")
+        root = f"{root}/" if root else ""
+        try:
+            # Not recursive: one entry per "<schema>.<table>/" below the prefix, however many snapshots it has.
+            objects = list(self._client.list_objects(self._location.bucket, prefix=root, recursive=False))
+        except S3Error as exc:
+            if exc.code == "NoSuchBucket":
+                return []
+            raise
+        found = (table_from_directory(item.object_name[len(root):].rstrip("/"))
+                 for item in objects if item.object_name and item.object_name.endswith("/"))
+        return [table for table in found if table is not None]
 
     def _delete(self, manifest_key: str, directory: str) -> None:
         try:

@@ -18,6 +18,9 @@ class SnapshotStore(Protocol):
     - list_snapshots(table): the complete snapshots of one table, newest first (by created_at);
       a manifest that cannot be parsed is logged and left out, never raised;
     - read_manifest(table, id): that snapshot's manifest, or None when it does not exist;
+    - list_tables(): every table the store holds snapshots of, in no particular order (a table whose
+      snapshots were all deleted, or that has only half-written ones, may still be listed: its
+      list_snapshots is then empty); what is not a `<schema>.<table>` directory is ignored;
     - read_part: the bytes of one part file; raises SnapshotNotFound when it is missing;
     - delete_snapshot removes the manifest first (so a half-deleted snapshot is invisible), then
       every file under the snapshot; deleting a missing snapshot is no error;
@@ -33,6 +36,8 @@ class SnapshotStore(Protocol):
     async def list_snapshots(self, table: TableId) -> list[SnapshotManifest]: ...
 
     async def read_manifest(self, table: TableId, snapshot_id: str) -> SnapshotManifest | None: ...
+
+    async def list_tables(self) -> list[TableId]: ...
 
     async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes: ...
 

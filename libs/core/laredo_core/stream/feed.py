@@ -6,6 +6,7 @@ adapter is laredo_core.stream.nats_feed; the in-memory fake is laredo_core.strea
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -32,14 +33,34 @@ class FeedMessage:
     batch: ChangeBatchInfo
     stream_sequence: int
     headers: Mapping[str, str] = field(default_factory=dict)
+    data: bytes = b""  # the message as stored (dead letters keep the change they could not apply)
+
+
+@dataclass(frozen=True, slots=True)
+class UndecodableMessage:
+    """A message on a subscribed table's subject that does not decode, with why."""
+
+    source_id: str
+    table: TableId
+    stream_sequence: int
+    data: bytes
+    error: str
 
 
 class ChangeSink(Protocol):
-    """Receives what a ChangeFeed delivers; called on the event loop, one call at a time per table."""
+    """Receives what a ChangeFeed delivers; called on the event loop, one call at a time per table.
+
+    A sink may also define `on_undecodable(message: UndecodableMessage) -> None` (see UndecodableSink); a feed
+    hands it the messages that do not decode, and logs them itself for a sink without it.
+    """
 
     def on_batch(self, message: FeedMessage) -> None: ...
 
     def on_caught_up(self, table: TableId) -> None: ...
+
+
+class UndecodableSink(Protocol):
+    def on_undecodable(self, message: UndecodableMessage) -> None: ...
 
 
 class ChangeFeed(Protocol):
@@ -60,8 +81,9 @@ class ChangeFeed(Protocol):
       json_values=True; UNCHANGED markers kept either way;
     - caught up: on_caught_up(table) is called once per table, after the last message that
       existed when the table's consumer started was delivered (at once when there was none);
-    - bad input: a message that does not decode is logged with its stream sequence and
-      skipped; delivery continues;
+    - bad input: a message that does not decode is handed to the sink's on_undecodable (when it
+      has one: it keeps a dead letter) or else logged with its stream sequence, and skipped;
+      delivery continues;
     - a stream that does not exist yet is waited for (with backoff and a log line), not an error;
     - run() returns only by cancellation; an exception raised by the sink ends it with that
       exception (a bug must not be swallowed).
@@ -80,3 +102,13 @@ class StreamMismatch(LaredoError):
             f"was created again after the snapshot was taken. Remove the snapshots of {table} or switch off "
             "restoring them (fan-out: snapshot.restore_on_start = false), then start again"
         )
+
+
+def hand_over_undecodable(sink: ChangeSink, message: UndecodableMessage, log: logging.Logger) -> None:
+    """Give an undecodable message to a sink that keeps them (on_undecodable), or log it and move on."""
+    keep = getattr(sink, "on_undecodable", None)
+    if keep is not None:
+        keep(message)
+        return
+    log.error("skipping undecodable message at stream sequence %d of %s: %s", message.stream_sequence,
+              message.table, message.error)

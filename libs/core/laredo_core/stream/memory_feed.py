@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from laredo_core.changes import TableId
 from laredo_core.errors import ProtocolError
 from laredo_core.stream.codec import decode_batch
-from laredo_core.stream.feed import ChangeSink, FeedMessage, FeedSubscription, StreamMismatch
+from laredo_core.stream.feed import (
+    ChangeSink,
+    FeedMessage,
+    FeedSubscription,
+    StreamMismatch,
+    UndecodableMessage,
+    hand_over_undecodable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +42,7 @@ class MemoryChangeFeed:
         self._json_values = json_values
         self._logs: dict[TableId, list[_StoredMessage]] = {}
         self._sequence = 0
+        self.first_sequence = 1  # the oldest sequence the stream still holds (discard_through moves it)
         self._stream_exists = asyncio.Event()
         if stream_exists:
             self._stream_exists.set()
@@ -43,6 +51,21 @@ class MemoryChangeFeed:
 
     def create_stream(self) -> None:
         self._stream_exists.set()
+
+    @property
+    def last_sequence(self) -> int:
+        """The stream sequence of the newest message (0: none yet)."""
+        return self._sequence
+
+    def stored(self, table: TableId) -> list[tuple[int, bytes, dict[str, str]]]:
+        """The table's retained messages as (stream sequence, data, headers), oldest first (MemoryStreamTail)."""
+        return [(m.stream_sequence, m.data, m.headers) for m in self._logs.get(table, [])]
+
+    def discard_through(self, sequence: int) -> None:
+        """Fault: remove every message up to `sequence`, as JetStream's limits remove old messages."""
+        self.first_sequence = max(self.first_sequence, sequence + 1)
+        for table, messages in self._logs.items():
+            self._logs[table] = [m for m in messages if m.stream_sequence > sequence]
 
     def publish(self, table: TableId, data: bytes, headers: Mapping[str, str] | None = None) -> int:
         """Append one message to the table's subject; returns its stream sequence."""
@@ -80,16 +103,17 @@ class MemoryChangeFeed:
             while delivered < len(messages):
                 if self.delivery_delay:
                     await asyncio.sleep(self.delivery_delay)
-                self._deliver_one(table, messages[delivered], sink)
+                self._deliver_one(subscription.source_id, table, messages[delivered], sink)
                 delivered += 1
                 if delivered == caught_up_at:
                     sink.on_caught_up(table)
             await published.wait()
 
-    def _deliver_one(self, table: TableId, message: _StoredMessage, sink: ChangeSink) -> None:
+    def _deliver_one(self, source_id: str, table: TableId, message: _StoredMessage, sink: ChangeSink) -> None:
         try:
             batch = decode_batch(message.data, json_values=self._json_values)
         except ProtocolError as exc:
-            log.error("skipping undecodable message %d of %s: %s", message.stream_sequence, table, exc)
+            hand_over_undecodable(sink, UndecodableMessage(source_id, table, message.stream_sequence, message.data,
+                                                           str(exc)), log)
             return
-        sink.on_batch(FeedMessage(table, batch, message.stream_sequence, message.headers))
+        sink.on_batch(FeedMessage(table, batch, message.stream_sequence, message.headers, message.data))

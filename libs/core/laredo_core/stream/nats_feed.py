@@ -23,7 +23,14 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 from laredo_core.errors import ProtocolError
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
-from laredo_core.stream.feed import ChangeSink, FeedMessage, FeedSubscription, StreamMismatch
+from laredo_core.stream.feed import (
+    ChangeSink,
+    FeedMessage,
+    FeedSubscription,
+    StreamMismatch,
+    UndecodableMessage,
+    hand_over_undecodable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +170,7 @@ class _MessageHandler:
                  failed: asyncio.Future[None], json_values: bool) -> None:
         self._json_values = json_values
         self._table = subscription.table
+        self._source_id = subscription.source_id
         self._stream = stream
         self._sink = sink
         self._caught_up_at = caught_up_at
@@ -195,8 +203,8 @@ class _MessageHandler:
         try:
             batch = decode_batch(msg.data, json_values=self._json_values)
         except ProtocolError as exc:
-            # Later: dead-letter it. The stream keeps it, so nothing is lost meanwhile.
-            log.error("skipping undecodable message at %s stream sequence %d (subject %s): %s",
-                      self._stream, sequence, msg.subject, exc)
+            hand_over_undecodable(self._sink, UndecodableMessage(
+                self._source_id, self._table, sequence, msg.data,
+                f"{exc} (stream {self._stream}, subject {msg.subject})"), log)
             return
-        self._sink.on_batch(FeedMessage(self._table, batch, sequence, msg.headers or {}))
+        self._sink.on_batch(FeedMessage(self._table, batch, sequence, msg.headers or {}, msg.data))

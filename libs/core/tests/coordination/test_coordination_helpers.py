@@ -167,6 +167,38 @@ async def test_a_refused_renewal_loses_the_lease_at_once() -> None:
     assert await store.lease_holder("ingest:src1") == "b", "releasing a lost lease leaves the new holder alone"
 
 
+async def test_a_fenced_leader_keeps_leading_through_an_outage_and_retakes_a_forgotten_lease() -> None:
+    store = InMemoryCoordinationStore()
+    lease = LeaderLease(store, "ingest:src1", "a", ttl=1.0, renew_every=0.1, hold_through_outage=True)
+    assert await lease.acquire(asyncio.Event())
+    store.unavailable = True
+    await asyncio.sleep(3 * lease.ttl)  # an outage longer than the ttl: an unfenced lease would be lost
+    assert not lease.lost.is_set() and lease.is_leader
+    store.clear()  # the store comes back empty, as a Redis without persistence does after a restart
+    store.unavailable = False
+    async def retaken() -> bool:
+        return await store.lease_holder("ingest:src1") == "a"
+
+    await eventually(retaken, timeout=3,
+                     what="the leader to take its forgotten lease again")
+    assert not lease.lost.is_set()
+    await lease.release()
+
+
+async def test_a_fenced_leader_steps_down_when_another_took_the_lease_during_the_outage() -> None:
+    store = InMemoryCoordinationStore()
+    lease = LeaderLease(store, "ingest:src1", "a", ttl=1.0, renew_every=0.1, hold_through_outage=True)
+    assert await lease.acquire(asyncio.Event())
+    store.unavailable = True
+    await asyncio.sleep(0.3)
+    store.clear()
+    store.unavailable = False
+    assert await store.acquire_lease("ingest:src1", "b", ttl=10.0)  # b reached the store first
+    await eventually(lease.lost.is_set, timeout=3, what="a to step down for b")
+    assert await store.lease_holder("ingest:src1") == "b"
+    await lease.release()
+
+
 async def test_acquire_gives_up_when_stopped() -> None:
     store = InMemoryCoordinationStore()
     assert await store.acquire_lease("ingest:src1", "other", ttl=30.0)

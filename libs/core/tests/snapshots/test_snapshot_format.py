@@ -19,6 +19,7 @@ from laredo_core.snapshots.format import (
     manifest_to_json,
     new_snapshot_id,
     table_directory,
+    table_from_directory,
     verify_part,
 )
 from services.fanout.tests.fanout_testkit import COLUMNS, TABLE
@@ -90,3 +91,26 @@ def test_retention_keeps_the_newest_and_drops_by_count_and_age() -> None:
     assert expired(snapshots, now, keep_count=0, max_age=0) == []
     old = [replace(m, created_at=m.created_at - 86_400) for m in snapshots[:2]]
     assert [m.snapshot_id for m in expired(old, now, keep_count=5, max_age=60)] == ["s1"]  # never the newest
+
+
+def test_user_meta_is_optional_in_the_manifest() -> None:
+    meta = {"reason": "before upgrade", "by": "ops", "n": 3, "nested": {"tags": ["a", None]}}
+    data = manifest_to_json(replace(manifest(), user_meta=meta))
+    assert json.loads(data)["user_meta"] == meta and json.loads(data)["format_version"] == 1
+    assert manifest_from_json(data, "here").user_meta == meta
+    plain = json.loads(manifest_to_json(manifest()))
+    assert "user_meta" not in plain  # written only when there is some; absent reads as {}
+    assert manifest_from_json(json.dumps(plain).encode(), "here").user_meta == {}
+    with pytest.raises(SnapshotCorrupt, match="user_meta must be a JSON object"):
+        manifest_from_json(json.dumps({**plain, "user_meta": [1]}).encode(), "here")
+
+
+@pytest.mark.parametrize("table", [TableId("public", "items"), TableId("my schema", "a/b.c"),
+                                   TableId("ünï", "%41")])
+def test_table_directories_map_back_to_their_tables(table: TableId) -> None:
+    assert table_from_directory(table_directory(table)) == table
+
+
+@pytest.mark.parametrize("name", ["items", ".items", "public.", "%.x", "a.b.c", "my schema.x", "a.%zz", "a.%FF"])
+def test_other_names_are_not_table_directories(name: str) -> None:
+    assert table_from_directory(name) is None

@@ -9,16 +9,19 @@ from pathlib import Path
 import pytest
 from minio import Minio
 
-from laredo_core.changes import TableId
-from laredo_core.snapshots.local_store import LocalSnapshotStore
-from laredo_fanout.adapters.memory import MemorySnapshotStore
-from laredo_core.snapshots.s3_store import S3Location, S3SnapshotStore
-from laredo_fanout.domain.errors import SnapshotNotFound, SnapshotStoreUnavailable
+from laredo_core.changes import ColumnInfo, TableId
+from laredo_core.snapshots.errors import SnapshotNotFound, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import MANIFEST_NAME, Checksum, SnapshotManifest, encode_part
-from laredo_fanout.ports import SnapshotStore
-from services.fanout.tests.fanout_testkit import COLUMNS, TABLE
+from laredo_core.snapshots.local_store import LocalSnapshotStore
+from laredo_core.snapshots.memory_store import MemorySnapshotStore
+from laredo_core.snapshots.s3_store import S3Location, S3SnapshotStore
+from laredo_core.snapshots.store import SnapshotStore
 
+TABLE = TableId("public", "items")
 OTHER = TableId("public", "other table")
+ODD = TableId("my schema", "a/b.c")
+COLUMNS = (ColumnInfo("id", 23, "int4", is_identity_key=True, not_null=True, primary_key_ordinal=1),
+           ColumnInfo("name", 25, "text"), ColumnInfo("doc", 25, "text"))
 
 
 @pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.integration)])
@@ -34,7 +37,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) -> I
 
 
 async def write(store: SnapshotStore, snapshot_id: str, created_at: float, rows: list[dict[str, object]],
-                table: TableId = TABLE, manifest: bool = True) -> SnapshotManifest:
+                table: TableId = TABLE, manifest: bool = True, user_meta: dict[str, object] | None = None
+                ) -> SnapshotManifest:
     checksum, parts = Checksum(), []
     for index, start in enumerate(range(0, max(len(rows), 1), 2)):
         part, data = encode_part(index, rows[start:start + 2])
@@ -42,7 +46,7 @@ async def write(store: SnapshotStore, snapshot_id: str, created_at: float, rows:
         await store.write_part(table, snapshot_id, part.name, data)
         parts.append(part)
     result = SnapshotManifest(snapshot_id, table, COLUMNS, ("id",), len(rows), "0/10:3", 42, 7, created_at,
-                              tuple(parts), checksum.value, source_id="pg")
+                              tuple(parts), checksum.value, source_id="pg", user_meta=user_meta or {})
     if manifest:
         await store.write_manifest(result)
     return result
@@ -106,6 +110,29 @@ async def test_an_unreadable_manifest_is_left_out(store: SnapshotStore, tmp_path
     assert await store.list_snapshots(TABLE) == [good]
 
 
+async def test_list_tables_names_every_table_with_snapshots(store: SnapshotStore, tmp_path: Path) -> None:
+    assert await store.list_tables() == []
+    await write(store, "s-1", 1_700_000_000.0, [{"id": 1}])
+    await write(store, "s-2", 1_700_000_001.0, [{"id": 1}], table=ODD)
+    await write(store, "s-3", 1_700_000_002.0, [{"id": 1}], table=OTHER)
+    await write(store, "s-4", 1_700_000_003.0, [{"id": 1}], table=OTHER)
+    if isinstance(store, LocalSnapshotStore):
+        (tmp_path / "snapshots" / "not-a-table").mkdir()  # what the store did not write is ignored
+        (tmp_path / "snapshots" / "notes.txt").write_text("hello")
+    assert sorted(await store.list_tables(), key=str) == sorted([ODD, OTHER, TABLE], key=str)
+    (found,) = await store.list_snapshots(ODD)
+    assert (found.table, found.snapshot_id) == (ODD, "s-2")
+
+
+async def test_user_meta_is_kept_with_the_manifest(store: SnapshotStore) -> None:
+    meta = {"reason": "before upgrade", "ticket": 42, "nested": {"ok": True, "tags": ["a", None]}}
+    written = await write(store, "s-meta", 1_700_000_000.0, [{"id": 1}], user_meta=meta)
+    await write(store, "s-plain", 1_700_000_001.0, [{"id": 2}])
+    assert (await store.read_manifest(TABLE, "s-meta")) == written
+    assert {m.snapshot_id: dict(m.user_meta) for m in await store.list_snapshots(TABLE)} == {
+        "s-meta": meta, "s-plain": {}}
+
+
 async def test_failures_raise_snapshot_store_unavailable(tmp_path: Path) -> None:
     memory = MemorySnapshotStore()
     memory.unavailable = True
@@ -115,3 +142,5 @@ async def test_failures_raise_snapshot_store_unavailable(tmp_path: Path) -> None
     for store in (memory, LocalSnapshotStore(blocked), s3):
         with pytest.raises(SnapshotStoreUnavailable):
             await store.write_part(TABLE, "s-1", "rows-00000.jsonl", b"{}\n")
+        with pytest.raises(SnapshotStoreUnavailable):
+            await store.list_tables()

@@ -9,26 +9,12 @@ from laredo_core.changes import TableId
 from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, TableSettings, TargetSettings, service_reader
 from laredo_core.config.reader import parse_duration
 from laredo_core.errors import ConfigError
+from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
 log = logging.getLogger(__name__)
 
 TARGET_TYPE = "replication-fanout"
 BUFFER_POLICIES = ("drop_disconnect", "slow_down")
-STORES = ("local", "s3", "minio")  # minio: the same S3 store under its product name
-DEFAULT_SNAPSHOT_PATH = "/var/lib/laredo/fanout-snapshots"
-
-
-@dataclass(frozen=True, slots=True)
-class StoreConfig:
-    kind: str = "local"  # local | s3
-    path: str = DEFAULT_SNAPSHOT_PATH
-    bucket: str = ""
-    prefix: str = "laredo/fanout-snapshots"
-    endpoint: str = ""  # host:port (a scheme, if given, sets `secure`)
-    access_key: str = ""
-    secret_key: str = field(default="", repr=False)
-    region: str = "us-east-1"
-    secure: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +136,7 @@ def _snapshot(r: Reader) -> SnapshotConfig:
     retention = r.section("retention")
     config = SnapshotConfig(
         interval=r.duration("interval", 300.0),
-        store=_store(r.string("store", "local", choices=STORES), r.section("store_config")),
+        store=read_snapshot_store(r),
         keep_count=retention.integer("keep_count", 5, minimum=0),
         max_age=retention.duration("max_age", 0.0),
         part_rows=r.integer("part_rows", 100_000, minimum=1),
@@ -159,30 +145,6 @@ def _snapshot(r: Reader) -> SnapshotConfig:
     retention.check_unknown()
     r.check_unknown()
     return config
-
-
-def _store(kind: str, r: Reader) -> StoreConfig:
-    if kind == "local":
-        store = StoreConfig(path=r.string("path", DEFAULT_SNAPSHOT_PATH))
-        r.check_unknown()
-        return store
-    endpoint = r.string("endpoint", "")
-    scheme, sep, host = endpoint.partition("://")
-    secure_default = scheme != "http" if sep else True
-    store = StoreConfig(
-        kind="s3", bucket=r.string("bucket", ""), prefix=r.string("prefix", "laredo/fanout-snapshots"),
-        endpoint=(host if sep else endpoint).rstrip("/"), access_key=r.string("access_key", ""),
-        secret_key=r.string("secret_key", ""), region=r.string("region", "us-east-1"),
-        secure=r.boolean("secure", secure_default),
-    )
-    if not store.bucket:
-        r.problem("bucket", "is required for store = s3 (the bucket snapshots go to)")
-    if not store.endpoint:
-        r.problem("endpoint", "is required for store = s3, e.g. minio:9000 or https://s3.eu-west-1.amazonaws.com")
-    if sep and scheme not in ("http", "https"):
-        r.problem("endpoint", f"scheme must be http:// or https://, got {scheme}://")
-    r.check_unknown()
-    return store
 
 
 def _grpc_max_clients(r: Reader) -> int:

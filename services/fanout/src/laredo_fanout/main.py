@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+from functools import partial
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,22 +18,33 @@ from laredo_core.config import LaredoSettings
 from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.ports import CoordinationStore
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
+from laredo_core.deadletters.store import DeadLetterStore
+from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
 from laredo_core.health import HealthServer
+from laredo_core.snapshots.config import StoreConfig
+from laredo_core.snapshots.factory import SnapshotStores
+from laredo_core.rebuild.gate import GatedSink
+from laredo_core.rebuild.instance import InstanceRebuilds
+from laredo_core.rebuild.tail import StreamTail
+from laredo_core.stream.memory_feed import MemoryChangeFeed
+from laredo_core.stream.memory_tail import MemoryStreamTail
+from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.nats_feed import NatsChangeFeed
+from laredo_core.stream.nats_tail import NatsStreamTail
 from laredo_core.telemetry import build_tracer_provider
 
-from laredo_core.snapshots.local_store import LocalSnapshotStore
 from laredo_fanout.adapters.memory import SilentObserver
 from laredo_fanout.adapters.otel_observer import OtelObserver
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
-from laredo_core.snapshots.s3_store import S3Location, S3SnapshotStore
 from laredo_fanout.adapters.system_clock import SystemClock
 from laredo_fanout.application.coordination import FanoutCoordinator
+from laredo_fanout.application.dead_letter_replay import TARGET_TYPE, FanoutDeadLetterReplay
+from laredo_fanout.application.rebuild import FanoutRebuildTarget
 from laredo_fanout.application.replicator import Replicator
 from laredo_fanout.application.snapshots import SnapshotPolicy, TableSnapshots
 from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
 from laredo_fanout.application.targets import FanoutTargets
-from laredo_fanout.config import FanoutConfig, StoreConfig, TargetConfig, read_fanout_config
+from laredo_fanout.config import FanoutConfig, TargetConfig, read_fanout_config
 from laredo_fanout.domain.client_buffer import BufferLimits, BufferPolicy
 from laredo_fanout.entrypoints.grpc.servicer import SERVICE_NAMES, ReplicationServicer, generic_handlers
 from laredo_fanout.ports import ChangeFeed, Clock, FeedSubscription, Observer, SnapshotStore
@@ -57,6 +69,8 @@ class FanoutApp:
     clock: Clock
     tracer_provider: TracerProvider | None
     coordinator: FanoutCoordinator | None = None
+    sink: GatedSink | None = None  # in front of the replicator: holds a table's messages while a rebuild installs
+    dead_letters: DeadLetterWiring | None = None  # stores what cannot be applied, in the background
     grpc_port: int = 0
     health_port: int = 0
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -85,7 +99,7 @@ class FanoutApp:
             await health.start()
             self.health_port = health.port
             subscriptions = await self._restore()
-            feed = asyncio.create_task(self.feed.run(subscriptions, self.replicator), name="fanout-feed")
+            feed = asyncio.create_task(self.feed.run(subscriptions, self.sink or self.replicator), name="fanout-feed")
             grpc_server = await start_grpc_server(
                 self.config.grpc_host, self.config.grpc_port, (),
                 generic_handlers=generic_handlers(ReplicationServicer(self.targets)),
@@ -100,6 +114,8 @@ class FanoutApp:
             await self._drain_on_stop()
             if grpc_server is not None:
                 await grpc_server.stop(STOP_GRACE)
+            if self.dead_letters is not None:
+                await self.dead_letters.flush()  # before the final snapshots move past their messages
             await _cancel(background)
             await self._final_snapshots()
             await _cancel([feed] if feed is not None else [])
@@ -127,6 +143,8 @@ class FanoutApp:
         tasks.append(asyncio.create_task(self._freeze_loaded_state(), name="gc-freeze"))
         if self.coordinator is not None:
             tasks.append(asyncio.create_task(self.coordinator.run(), name="coordination"))
+        if self.dead_letters is not None:
+            tasks.append(asyncio.create_task(self.dead_letters.run(), name="dead-letters"))
         return tasks
 
     async def _freeze_loaded_state(self) -> None:
@@ -194,11 +212,15 @@ async def _until_stopped_or_failed(stop: asyncio.Event, feed: asyncio.Task[None]
 def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_provider: TracerProvider | None = None,
           clock: Clock | None = None, observer: Observer | None = None, snapshot_store: SnapshotStore | None = None,
           coordination: CoordinationStore | None = None, drain_grace: str | None = None,
-          instance_id: str = "") -> FanoutApp:
+          instance_id: str = "", stream_tail: StreamTail | None = None,
+          dead_letter_store: DeadLetterStore | None = None) -> FanoutApp:
     """Wire the service from settings; the overrides replace real adapters (tests, embedding).
 
     snapshot_store replaces the configured store of every target that has a snapshot section.
     coordination: the store for heartbeats and commands; by default Redis when the file has a redis section.
+    stream_tail: what restores and replays read the stream tail with; by default JetStream, or the memory
+    feed's messages when `feed` is a MemoryChangeFeed.
+    dead_letter_store: replaces the JetStream dead-letter store (when dead_letters.enabled).
     """
     config = read_fanout_config(settings, drain_grace=drain_grace)
     clock = clock or SystemClock()
@@ -223,9 +245,33 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
 
         coordination = RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)
     instance_id = instance_id or config.instance_id or default_instance_id(SERVICE_NAME)
-    coordinator = FanoutCoordinator(coordination, instance_id, targets, clock,
-                                    heartbeat_interval=config.status_interval) if coordination is not None else None
-    return FanoutApp(config, targets, replicator, feed, clock, tracer_provider, coordinator)
+    sink = GatedSink(replicator)
+    rebuilds = _rebuilds(config, instance_id, targets, encoder, clock, sink, coordination, feed, stream_tail)
+    dead_letters = wire_dead_letters(settings, TARGET_TYPE, f"fanout:{instance_id}", store=dead_letter_store)
+    replicator.dead_letters, targets.dead_letter_stats = dead_letters.recorder, dead_letters.stats
+    replay = FanoutDeadLetterReplay({r.table: r for r in replicas}, encoder, clock, partial(
+        decode_batch, json_values=True)) if dead_letters.enabled else None
+    coordinator = FanoutCoordinator(coordination, instance_id, targets, clock, heartbeat_interval=config.status_interval,
+                                    rebuilds=rebuilds, dead_letter_replay=replay) if coordination is not None else None
+    return FanoutApp(config, targets, replicator, feed, clock, tracer_provider, coordinator, sink=sink,
+                     dead_letters=dead_letters)
+
+
+def _rebuilds(config: FanoutConfig, instance_id: str, targets: FanoutTargets, encoder: ProtobufSyncEncoder,
+              clock: Clock, sink: GatedSink, coordination: CoordinationStore | None, feed: ChangeFeed,
+              tail: StreamTail | None) -> InstanceRebuilds | None:
+    """Restores and replays (OAM commands) of this instance's tables, from their own snapshot stores."""
+    if tail is None and isinstance(feed, MemoryChangeFeed):
+        tail = MemoryStreamTail(feed, json_values=True)
+    elif tail is None and isinstance(feed, NatsChangeFeed):
+        tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=True,
+                              client_name="laredo-fanout-rebuild")
+    if tail is None or coordination is None:
+        return None
+    rebuild_targets = {r.table: FanoutRebuildTarget(r, encoder, clock) for r in targets.replicas}
+    stores = {table: snapshots.store for table, snapshots in targets.snapshots.items()}
+    return InstanceRebuilds(SERVICE_NAME.removeprefix("laredo-"), instance_id, rebuild_targets, stores.get, tail,
+                            sink, coordination=coordination)
 
 
 def _limits(target: TargetConfig) -> ReplicaLimits:
@@ -242,16 +288,10 @@ def _policy(target: TargetConfig) -> SnapshotPolicy:
 
 def _store_factory(override: SnapshotStore | None) -> Callable[[StoreConfig], SnapshotStore]:
     """One store per distinct configuration, shared by the targets that name it."""
-    stores: dict[StoreConfig, SnapshotStore] = {}
+    stores = SnapshotStores()
 
     def store_for(config: StoreConfig) -> SnapshotStore:
-        if override is not None:
-            return override
-        if config not in stores:
-            stores[config] = LocalSnapshotStore(config.path) if config.kind == "local" else S3SnapshotStore(
-                S3Location(config.endpoint, config.bucket, config.prefix, config.access_key, config.secret_key,
-                           config.region, config.secure))
-        return stores[config]
+        return override if override is not None else stores.store_for(config)
 
     return store_for
 

@@ -18,13 +18,15 @@ from services.fanout.tests.integration.fanout_cluster import NO_WINDOW_GROWTH, S
 
 pytestmark = pytest.mark.integration
 
-# 400 changes over 4 s; half the readers take one message per change, half batches (max_batch_size).
+# 400 changes at 100/s; half the readers take one message per change, half batches (max_batch_size).
 READERS, TRANSACTIONS, PER_TRANSACTION, RATE = 20, 400, 1, 100.0
 # About 2 KiB per entry: the stuck client's transport (64 KiB window) is full after some 50 entries, its buffer
-# after 200 more (2.5 s in); readers, which share this process and its 2 cores with the server, have 2 s of
-# headroom before a burst of CPU contention could cost them their own buffer.
+# of 300 after about 350. The first FIRST_PART transactions therefore fill the stuck client's transport and
+# most of its buffer without overflowing it: every reader must get all of them while the stuck client is still
+# connected (a reader waiting on the stuck one would not). The rest overflow the buffer and drop it.
 DOC = "x" * 2000
-BUFFER = 200
+BUFFER = 300
+FIRST_PART = 250
 
 
 async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, nats_url: str, unique_name: str,
@@ -55,13 +57,23 @@ async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, 
         await eventually(lambda: all(r.replica.snapshot_done for r in readers), what="every reader's snapshot")
 
         published: dict[int, float] = {}
-        start = time.monotonic()
-        for t in range(TRANSACTIONS):
-            await asyncio.sleep(max(0.0, start + t / RATE - time.monotonic()))  # a steady source
-            data = batches.transaction(*(insert(row(100 + t * PER_TRANSACTION + i, doc=DOC))
-                                         for i in range(PER_TRANSACTION)))
-            published[batches.lsn] = time.monotonic()
-            await stream.publish(data)
+
+        async def publish(transactions: range) -> None:
+            start = time.monotonic()
+            for n, t in enumerate(transactions):
+                await asyncio.sleep(max(0.0, start + n / RATE - time.monotonic()))  # a steady source
+                data = batches.transaction(*(insert(row(100 + t * PER_TRANSACTION + i, doc=DOC))
+                                             for i in range(PER_TRANSACTION)))
+                published[batches.lsn] = time.monotonic()
+                await stream.publish(data)
+
+        await publish(range(FIRST_PART))
+        first_final = 10 + FIRST_PART * PER_TRANSACTION
+        await eventually(lambda: all(r.replica.sequences[-1:] == [first_final] for r in readers),
+                         what="every reader to get the first part while the stuck client is still connected")
+        status = await fanout.status()
+        assert "stuck" in {c.client_id for c in status.clients}, "the stuck client was dropped too early to tell"
+        await publish(range(FIRST_PART, TRANSACTIONS))
 
         final = 10 + TRANSACTIONS * PER_TRANSACTION
         await eventually(lambda: all(r.replica.sequences[-1:] == [final] for r in readers), what="every change")
@@ -76,10 +88,9 @@ async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, 
         delays = sorted(t - published[lsn] for lsn, times in received.items() for t in times)
         assert len(delays) == READERS * TRANSACTIONS
         p50, p99, worst = delays[len(delays) // 2], delays[int(len(delays) * 0.99)], delays[-1]
+        # Reported, not asserted: timings depend on the machine's load (bench/fanout.py measures latency).
         print(f"commit-to-reader delay with a stuck client: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
               f"worst {worst * 1000:.1f} ms")
-        # A reader held up by the stuck client would wait until it is dropped, 2.5 s into the run.
-        assert p50 < 0.05 and p99 < 0.5, f"readers held up: p50 {p50:.3f}s, p99 {p99:.3f}s, worst {worst:.3f}s"
         for reader in readers:
             assert reader.error is None and reader.replica.sequences == list(range(11, final + 1))
         assert readers[0].replica.rows == readers[1].replica.rows == model

@@ -9,7 +9,8 @@ import pytest
 from laredo_core.changes import TableId
 from laredo_core.config import LaredoSettings, load_settings
 from laredo_core.errors import ConfigError
-from laredo_fanout.config import SnapshotConfig, StoreConfig, read_fanout_config
+from laredo_core.snapshots.config import StoreConfig
+from laredo_fanout.config import SnapshotConfig, read_fanout_config
 
 ROOT = Path(__file__).resolve().parents[4]
 

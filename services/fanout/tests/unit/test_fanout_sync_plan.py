@@ -42,6 +42,23 @@ CASES = [
     Case("uncovered position falls to the sequence", 20, None, 5, 50, None, DELTA, 20),
     Case("restored journal: nothing retained, snapshot at the head", 0, None, 101, 100, RetainedSnapshot("s", 100),
          FROM_SNAPSHOT, 100),
+    # Snapshots this instance did not write resolve by their source position; the journal_sequence in their
+    # manifest (0 from the snapshot service, another instance's numbering otherwise) is never resumed from.
+    Case("snapshot service's snapshot, position covered", 0, None, 5, 50, RetainedSnapshot("s", 40, 0),
+         FROM_SNAPSHOT, 40),
+    Case("snapshot service's snapshot restored from, nothing appended yet", 0, None, 1, 0, RetainedSnapshot("s", 0, 0),
+         FROM_SNAPSHOT, 0),
+    Case("snapshot service's snapshot restored from, entries appended since", 0, None, 1, 7,
+         RetainedSnapshot("s", 0, 0), FROM_SNAPSHOT, 0),
+    Case("snapshot service's snapshot, position no longer covered", 0, None, 5, 50, RetainedSnapshot("s", None, 0),
+         FULL, 50),
+    Case("another instance's snapshot: its journal sequence is beyond our head", 0, None, 5, 50,
+         RetainedSnapshot("s", 30, 900), FROM_SNAPSHOT, 30),
+    Case("another instance's snapshot: its journal sequence looks retained, its position is not", 0, None, 5, 50,
+         RetainedSnapshot("s", None, 20), FULL, 50),
+    Case("pruned sequence and an uncovered snapshot", 3, None, 5, 50, RetainedSnapshot("s", None, 45), FULL, 50),
+    Case("covered client position wins over a snapshot service's snapshot", 0, 44, 5, 50,
+         RetainedSnapshot("s", 40, 0), DELTA, 44),
 ]
 
 
@@ -55,3 +72,5 @@ def test_choose_sync_mode(case: Case) -> None:
     assert (plan.mode, plan.resume_from_sequence) == (case.mode, case.resume_from)
     assert plan.snapshot_id == ("s" if case.mode is FROM_SNAPSHOT else "")
     assert plan.reason
+    if case.snapshot is not None and case.mode is FULL:
+        assert "no longer covers the source position of snapshot s" in plan.reason

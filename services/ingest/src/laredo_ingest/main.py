@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -17,9 +18,12 @@ from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.ports import CoordinationStore
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_core.config import LaredoSettings
+from laredo_core.deadletters.config import read_dead_letter_settings
+from laredo_core.deadletters.nats_store import dead_letter_stream_config, stream_spec_from_settings
 from laredo_core.health import HealthServer
 from laredo_core.telemetry import build_tracer_provider
 
+from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
 from laredo_ingest.adapters.nats_change_publisher import NatsChangePublisher
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_state_store import DEFAULT_BUCKET, NatsKvStateStore
@@ -100,12 +104,15 @@ def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_prov
           coordination_store: CoordinationStore | None = None) -> IngestApp:
     """The app for one source; coordination_store overrides the Redis store (tests: the in-memory one)."""
     options = ingest_options(settings, source_id)
-    coordination = coordination_settings(settings)
     source = settings.sources[options.source_id]
+    # A permanent slot admits one walsender at a time, so it fences a second leader: hold through Redis outages.
+    coordination = dataclasses.replace(coordination_settings(settings),
+                                       hold_lease_through_outage=source.slot_mode == "stateful")
     provider = tracer_provider or build_tracer_provider(settings.telemetry, "laredo-ingest", exporter=span_exporter)
     meter_provider = build_meter_provider(settings.telemetry, "laredo-ingest", reader=metric_reader)
     nats = NatsConnection(settings.stream.nats_urls, name=f"laredo-ingest-{options.source_id}")
-    publisher = NatsChangePublisher(nats, max_pending=settings.stream.max_pending_acks, ack_timeout=ack_timeout)
+    publisher = NatsChangePublisher(nats, max_pending=settings.stream.max_pending_acks, ack_timeout=ack_timeout,
+                                    **_keyless_dead_letters(settings, options.source_id))
     ports = IngestPorts(
         database=lambda: PsycopgSourceDatabase(source.connection),
         replication=lambda: PsycopgReplicationStream(source.connection),
@@ -129,6 +136,17 @@ def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_prov
                                                         coordination.heartbeats)))
     return IngestApp(service, health, nats, publisher, provider, meter_provider, coordinator,
                      store if coordination_store is None else None)
+
+
+def _keyless_dead_letters(settings: LaredoSettings, source_id: str) -> dict[str, Any]:
+    """Tables without a usable key go to the dead letters of their pipelines (unless dead letters are off)."""
+    dead_letters = read_dead_letter_settings(settings)
+    if not dead_letters.enabled:
+        return {}
+    targets = {t.table: tuple(g.type for g in t.targets) for t in settings.tables if t.source_id == source_id}
+    return {"dead_letters": KeylessDeadLetters(dead_letters.subject_prefix, source_id, targets),
+            "dead_letter_stream": dead_letter_stream_config(dead_letters.subject_prefix,
+                                                            stream_spec_from_settings(dead_letters))}
 
 
 def cli(argv: list[str] | None = None) -> int:

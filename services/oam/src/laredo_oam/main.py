@@ -10,18 +10,29 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from laredo_core.changes import TableId
 from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_core.errors import LaredoError
 from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_server
+from laredo_core.deadletters.config import read_dead_letter_settings
+from laredo_core.deadletters.nats_store import store_from_settings
 from laredo_core.health import HealthServer
+from laredo_core.snapshots.factory import SnapshotStores
+from laredo_core.snapshots.store import SnapshotStore
 
+from laredo_oam.adapters.nats_change_tail import NatsChangeTail
 from laredo_oam.application.administration import Administration
+from laredo_oam.application.dead_letters import DeadLetters
+from laredo_oam.application.replay import RebuildLauncher, Replays
+from laredo_oam.application.restore import Restores
+from laredo_oam.application.snapshots import SnapshotPlace, Snapshots
 from laredo_oam.application.status_view import StatusView
-from laredo_oam.config import read_oam_config
+from laredo_oam.application.status_watch import StatusWatch
+from laredo_oam.config import OamConfig, read_oam_config
 from laredo_oam.entrypoints.grpc.servicer import oam_registration
-from laredo_oam.ports import CoordinationStore
+from laredo_oam.ports import ChangeTail, CoordinationStore, DeadLetterStore
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +45,11 @@ class App:
     """
 
     def __init__(self, endpoint: ServiceEndpoint, registration: ServiceRegistration,
-                 close_store: Callable[[], Awaitable[None]] | None = None) -> None:
+                 close_store: Callable[[], Awaitable[None]] | None = None, *,
+                 watch: StatusWatch | None = None) -> None:
         self.endpoint = endpoint
         self._close_store = close_store
+        self.watch = watch  # WatchStatus: ended before the gRPC server stops, so open streams do not hold it
         self.started = asyncio.Event()
         self._registration = registration
         self._grpc: GrpcServer | None = None
@@ -68,6 +81,8 @@ class App:
             self._stopping = True
             if self._grpc is not None:
                 await self._grpc.set_serving(False)
+                if self.watch is not None:
+                    await self.watch.aclose()
                 await self._grpc.stop(self.endpoint.drain_grace)
             await self.health.stop()
             if self._close_store is not None:
@@ -83,11 +98,16 @@ async def _listen(keys: str, starting: Any) -> Any:
 
 
 def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,
-          command_timeout: float | None = None, **overrides: Any) -> App:
+          command_timeout: float | None = None, snapshot_store: SnapshotStore | None = None,
+          change_tail: ChangeTail | None = None, dead_letter_store: DeadLetterStore | None = None,
+          **overrides: Any) -> App:
     """The app from settings; `overrides` replace fields of settings.oam (grpc_port=0, health_host=...).
 
     `store` replaces the Redis coordination store built from redis.url (tests pass the in-memory one);
-    `command_timeout` replaces oam.command_timeout. Nothing connects here.
+    `command_timeout` replaces oam.command_timeout; `snapshot_store` replaces every table's configured
+    snapshot store (tests pass the in-memory one); `change_tail` replaces the JetStream reader of WatchStatus's
+    row changes (stream.nats_url); `dead_letter_store` replaces the JetStream dead-letter store (used while
+    dead_letters.enabled). Nothing connects here.
     """
     unknown = set(overrides) - {f.name for f in dataclasses.fields(ServiceEndpoint)}
     if unknown:
@@ -99,8 +119,45 @@ def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,
     if store is None:
         redis_store = RedisCoordinationStore(config.redis_url, config.redis_key_prefix)
         store, close_store = redis_store, redis_store.aclose
-    admin = Administration(store, config.catalog, command_timeout=command_timeout or config.command_timeout)
-    return App(endpoint, oam_registration(StatusView(store, config.catalog), admin), close_store)
+    timeout = command_timeout or config.command_timeout
+    admin = Administration(store, config.catalog, command_timeout=timeout)
+    snapshots = Snapshots(_snapshot_places(config, snapshot_store), config.catalog, store, command_timeout=timeout)
+    watch = StatusWatch(store, config.catalog,
+                        change_tail or NatsChangeTail(config.nats_urls, config.subject_prefix))
+    launcher = RebuildLauncher(store, command_timeout=timeout)
+    letters_store, close_store = _dead_letter_store(settings, dead_letter_store, close_store)
+    dead_letters = DeadLetters(config.catalog, letters_store, store, command_timeout=timeout)
+    return App(endpoint, oam_registration(StatusView(store, config.catalog), admin, snapshots=snapshots,
+                                          watch=watch, restores=Restores(snapshots, launcher),
+                                          replays=Replays(snapshots, launcher, config.catalog),
+                                          dead_letters=dead_letters),
+               close_store, watch=watch)
+
+
+def _dead_letter_store(settings: LaredoSettings, override: DeadLetterStore | None,
+                       close_store: Callable[[], Awaitable[None]] | None
+                       ) -> tuple[DeadLetterStore | None, Callable[[], Awaitable[None]] | None]:
+    """The dead-letter store (None when dead_letters.enabled is false), and a closer that also closes it."""
+    dead_letters = read_dead_letter_settings(settings)
+    if not dead_letters.enabled or override is not None:
+        return (override if dead_letters.enabled else None), close_store
+    built = store_from_settings(dead_letters, client_name="laredo-oam")
+    assert built is not None
+
+    async def close_both() -> None:
+        if close_store is not None:
+            await close_store()
+        await built.close()
+
+    return built, close_both
+
+
+def _snapshot_places(config: OamConfig, override: SnapshotStore | None) -> dict[TableId, SnapshotPlace]:
+    """Each table's snapshot store, one adapter per distinct store configuration."""
+    stores = SnapshotStores()
+    return {table: SnapshotPlace(override, "memory", "memory") if override is not None
+            else SnapshotPlace(stores.store_for(store), store.kind, store.location)
+            for table, store in config.snapshot_stores.items()}
 
 
 async def _serve(settings: LaredoSettings, _: argparse.Namespace, stop: asyncio.Event) -> None:

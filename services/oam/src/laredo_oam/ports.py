@@ -11,10 +11,54 @@ CoordinationStore (laredo_core.coordination.ports, Redis in production, InMemory
 - `events()` iterates state changes published by the services (no history; late watchers miss earlier ones).
 - Every call raises CoordinationUnavailable when the store cannot be reached; OAM reports that as UNAVAILABLE
   and never caches around it, so answers recover as soon as the store does.
+
+DeadLetterStore (laredo_core.deadletters.store, JetStream in production, InMemoryDeadLetterStore in tests): the
+changes pipelines could not apply; OAM lists, removes and rewrites them. DeadLetterStoreUnavailable is UNAVAILABLE.
 """
 
 from __future__ import annotations
 
-from laredo_core.coordination.ports import CoordinationStore, CoordinationUnavailable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["CoordinationStore", "CoordinationUnavailable"]
+from laredo_core.changes import TableId
+from laredo_core.coordination.ports import CoordinationStore, CoordinationUnavailable
+from laredo_core.deadletters.model import DeadLetterStoreError, DeadLetterStoreUnavailable
+from laredo_core.deadletters.store import DeadLetterStore
+
+from laredo_oam.domain.watch import ObservedChange
+
+__all__ = ["ChangeSink", "ChangeTail", "CoordinationStore", "CoordinationUnavailable", "DeadLetterStore",
+           "DeadLetterStoreError", "DeadLetterStoreUnavailable", "TailTopic"]
+
+
+@dataclass(frozen=True, slots=True)
+class TailTopic:
+    """One table of a source to follow, or every table of it (`table` None)."""
+
+    source_id: str
+    table: TableId | None = None
+
+
+ChangeSink = Callable[[Sequence[ObservedChange]], None]
+
+
+class ChangeTail(Protocol):
+    """The row changes of committed transactions that ingest publishes (JetStream), for WatchStatus.
+
+    Contract:
+    - `follow(topics)` replaces the set of followed topics (empty: nothing); it returns at once and the
+      adapter (un)subscribes in the background. A topic delivers what is published from the moment it was
+      first followed (while it stays followed), however long subscribing takes and also when the source's
+      stream is created only later.
+    - `run(sink)` delivers until cancelled: `sink(changes)` is called on the event loop with one stream
+      message's changes, in stream order per table; baseline rows, control messages and dead letters are not
+      delivered. A message seen through two overlapping topics is delivered once.
+    - Best effort, never blocking ingest: an unreachable server is retried with backoff and logged, never
+      raised; no history beyond the rule above, no acknowledgement, nothing stored.
+    """
+
+    def follow(self, topics: frozenset[TailTopic]) -> None: ...
+
+    async def run(self, sink: ChangeSink) -> None: ...

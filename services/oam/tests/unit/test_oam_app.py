@@ -13,8 +13,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from laredo.v1 import oam_pb2, oam_pb2_grpc
 from laredo_core.config import load_settings
+from laredo_core.coordination.ports import InstanceStatus
+from laredo_testing.eventually import eventually
 
-from laredo_oam.adapters.memory import InMemoryCoordinationStore
+from laredo_oam.adapters.memory import InMemoryCoordinationStore, MemoryChangeTail
 from laredo_oam.entrypoints.grpc.servicer import OAM_SERVICE_NAMES, OamServicer
 from laredo_oam.main import App, build
 
@@ -27,12 +29,14 @@ class RunningOam:
     app: App
     channel: grpc.aio.Channel
     task: asyncio.Task[None]
+    store: InMemoryCoordinationStore
 
 
 @pytest.fixture
 async def oam_app() -> AsyncIterator[RunningOam]:
     settings = load_settings(None, env={})
-    app = build(settings, store=InMemoryCoordinationStore(), grpc_host="127.0.0.1", grpc_port=0,
+    store = InMemoryCoordinationStore()
+    app = build(settings, store=store, change_tail=MemoryChangeTail(), grpc_host="127.0.0.1", grpc_port=0,
                 health_host="127.0.0.1", health_port=0)
     stop = asyncio.Event()
     task = asyncio.create_task(app.run(stop))
@@ -44,7 +48,7 @@ async def oam_app() -> AsyncIterator[RunningOam]:
     assert started.done(), "OAM app did not start within 10s"
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.grpc_port}")
     try:
-        yield RunningOam(app, channel, task)
+        yield RunningOam(app, channel, task, store)
     finally:
         await channel.close()
         stop.set()
@@ -62,13 +66,17 @@ async def test_get_status_answers_under_both_names(oam_app: RunningOam, service_
 
 
 @pytest.mark.parametrize("service_name", sorted(STUBS))
-async def test_watch_status_stream_answers_unimplemented(oam_app: RunningOam, service_name: str) -> None:
+async def test_watch_status_streams_under_both_names(oam_app: RunningOam, service_name: str) -> None:
     stub = STUBS[service_name](oam_app.channel)
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        async for _ in stub.WatchStatus(oam_pb2.WatchStatusRequest(), timeout=5):
-            pass
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "WatchStatus" in caught.value.details() and "later release" in caught.value.details()
+    call = stub.WatchStatus(oam_pb2.WatchStatusRequest(), timeout=10)
+    await call.initial_metadata()  # sent once the watch is in place
+    await oam_app.store.heartbeat(InstanceStatus("ingest", "i1", {"source": "pg", "phase": "streaming"}), ttl=30)
+    response = await call.read()  # the next registry read (about a second) sees the new source
+    assert response.source_state_change.source_id == "pg"
+    assert response.source_state_change.event_type == "connected"
+    call.cancel()
+    await eventually(lambda: oam_app.app.watch is not None and oam_app.app.watch.watchers == 0,
+                     what="the watcher gone once the client cancelled")
 
 
 async def test_every_rpc_not_built_yet_answers_unimplemented_under_both_names(oam_app: RunningOam) -> None:

@@ -6,15 +6,25 @@ import re
 from dataclasses import dataclass
 
 from laredo_core.changes import TableId
-from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, ServiceEndpoint, TargetSettings, service_reader
+from laredo_core.config import (
+    ENDPOINT_KEYS,
+    LaredoSettings,
+    Reader,
+    ServiceEndpoint,
+    TableSettings,
+    TargetSettings,
+    service_reader,
+)
 from laredo_core.errors import ConfigError
+from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
 from laredo_query.application.subscriptions import DEFAULT_BUFFER_SIZE, OverflowPolicy
 from laredo_query.domain.indexes import LOOKUP, RESERVED_NAMES, IndexDefinition
 
 TARGET_TYPE = "indexed-memory"
 _INDEX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-QUERY_KEYS = ("subscriber_buffer", "subscriber_overflow")
+QUERY_KEYS = ("subscriber_buffer", "subscriber_overflow", "status_interval")
+DEFAULT_STATUS_INTERVAL = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +32,8 @@ class TargetConfig:
     source_id: str
     table: TableId
     indexes: tuple[IndexDefinition, ...] = ()  # lookup_fields first, as the unique index named "lookup"
+    snapshot_store: StoreConfig | None = None  # where restores and replays read the table's snapshots
+    restore_on_start: bool = True  # start from the newest usable snapshot in snapshot_store (when there is one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +44,11 @@ class QueryConfig:
     endpoint: ServiceEndpoint
     subscriber_buffer: int = DEFAULT_BUFFER_SIZE
     subscriber_overflow: OverflowPolicy = OverflowPolicy.DROP
+    # Coordination (status heartbeat, commands): on when the file has a redis section, as for fan-out.
+    coordination: bool = False
+    redis_url: str = ""
+    redis_key_prefix: str = "laredo"
+    status_interval: float = DEFAULT_STATUS_INTERVAL
 
 
 def read_query_config(settings: LaredoSettings) -> QueryConfig:
@@ -40,7 +57,8 @@ def read_query_config(settings: LaredoSettings) -> QueryConfig:
     targets: dict[TableId, TargetConfig] = {}
     for table in settings.tables_with_target(TARGET_TYPE):
         for target in table.targets_of(TARGET_TYPE):
-            config = TargetConfig(table.source_id, table.table, _indexes(target, problems))
+            config = TargetConfig(table.source_id, table.table, _indexes(target, problems),
+                                  *_snapshot(table, target, problems))
             if config.table in targets:
                 problems.append(f"{target.path}: a second {TARGET_TYPE} target for {config.table}; queries "
                                 "name tables by schema.table, so keep one (it can hold several indexes)")
@@ -50,11 +68,16 @@ def read_query_config(settings: LaredoSettings) -> QueryConfig:
     buffer = section.integer("subscriber_buffer", DEFAULT_BUFFER_SIZE, minimum=1)
     overflow = section.string("subscriber_overflow", OverflowPolicy.DROP.value,
                               choices=tuple(p.value for p in OverflowPolicy))
+    status_interval = section.duration("status_interval", DEFAULT_STATUS_INTERVAL)
+    if not status_interval > 0 and not any("status_interval" in p for p in problems):
+        section.problem("status_interval", f"must be a positive duration such as 5s, got {status_interval:g}s")
     section.check_unknown()
     if problems:
         raise ConfigError(problems)
     return QueryConfig(tuple(targets.values()), settings.stream.nats_urls, settings.stream.subject_prefix,
-                       settings.query, buffer, OverflowPolicy(overflow))
+                       settings.query, buffer, OverflowPolicy(overflow), coordination="redis" in settings.raw,
+                       redis_url=settings.redis.url, redis_key_prefix=settings.redis.key_prefix,
+                       status_interval=status_interval)
 
 
 def _indexes(target: TargetSettings, problems: list[str]) -> tuple[IndexDefinition, ...]:
@@ -78,8 +101,31 @@ def _indexes(target: TargetSettings, problems: list[str]) -> tuple[IndexDefiniti
             index.problem("name", f"a second index named {name!r}; index names must be unique per table")
         elif name and fields:
             definitions.append(IndexDefinition(name, fields, unique))
-    r.check_unknown()
+    r.check_unknown(also_known=("snapshot",))
     return tuple(definitions)
+
+
+def _snapshot(table: TableSettings, target: TargetSettings, problems: list[str]) -> tuple[StoreConfig | None, bool]:
+    """The snapshot store and restore_on_start of the target: its own `snapshot { store, store_config }`, else
+    the store of the table's fan-out target (whose other snapshot keys fan-out checks), else a `snapshot`
+    section's default (local) store, else none."""
+    r = Reader(target.options, target.path, problems)
+    if not r.has("snapshot"):
+        return _fanout_store(table), True
+    section = r.section("snapshot")
+    restore = section.boolean("restore_on_start", True)
+    own = section.has("store") or section.has("store_config")
+    store = (_fanout_store(table) if not own else None) or read_snapshot_store(section)
+    section.check_unknown()
+    return store, restore
+
+
+def _fanout_store(table: TableSettings) -> StoreConfig | None:
+    for fanout in table.targets_of("replication-fanout"):
+        reader = Reader(fanout.options, fanout.path, [])
+        if reader.has("snapshot"):
+            return read_snapshot_store(reader.section("snapshot"))
+    return None
 
 
 def _fields(r: Reader, key: str, *, required: bool) -> tuple[str, ...]:

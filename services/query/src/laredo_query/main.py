@@ -6,28 +6,50 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+from functools import partial
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from grpc_health.v1 import health_pb2
 
 from laredo_core.cli import run_service
+from laredo_core.changes import TableId
 from laredo_core.config import LaredoSettings, ServiceEndpoint
+from laredo_core.coordination.ids import default_instance_id
+from laredo_core.coordination.ports import CoordinationStore
 from laredo_core.errors import LaredoError
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
+from laredo_core.deadletters.store import DeadLetterStore
+from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
 from laredo_core.health import HealthServer
+from laredo_core.rebuild.gate import GatedSink
+from laredo_core.rebuild.instance import InstanceRebuilds
+from laredo_core.rebuild.tail import StreamTail
+from laredo_core.snapshots.factory import SnapshotStores
+from laredo_core.snapshots.store import SnapshotStore
+from laredo_core.stream.memory_feed import MemoryChangeFeed
+from laredo_core.stream.memory_tail import MemoryStreamTail
+from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.nats_feed import NatsChangeFeed
+from laredo_core.stream.nats_tail import NatsStreamTail
 
+from laredo_query.adapters.memory_stream_bounds import MemoryStreamBounds
+from laredo_query.adapters.nats_stream_bounds import NatsStreamBounds
 from laredo_query.adapters.system_clock import SystemClock
-from laredo_query.application.applier import ChangeApplier
+from laredo_query.application.applier import TARGET_TYPE, ChangeApplier
+from laredo_query.application.dead_letter_replay import QueryDeadLetterReplay
+from laredo_query.application.coordination import QueryCoordinator
 from laredo_query.application.queries import QueryService
+from laredo_query.application.rebuild import QueryRebuildTarget
+from laredo_query.application.startup_restore import RestoreSource, StartupRestore
 from laredo_query.application.query_table import QueryTable, ReadinessSignal
 from laredo_query.application.subscriptions import SubscriberHub
 from laredo_query.config import QueryConfig, read_query_config
 from laredo_query.domain.errors import ServiceStopping
 from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.entrypoints.grpc.servicer import QUERY_SERVICE_NAMES, QueryServicer, generic_handlers
-from laredo_query.ports import ChangeFeed, Clock, FeedSubscription
+from laredo_query.ports import ChangeFeed, Clock, FeedSubscription, StreamBounds
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +72,11 @@ class QueryApp:
     feed: ChangeFeed
     signal: ReadinessSignal
     clock: Clock
+    coordinator: QueryCoordinator | None = None  # status heartbeat and commands (when Redis is configured)
+    close_coordination: Callable[[], Awaitable[None]] | None = None
+    sink: GatedSink | None = None  # in front of the applier: holds a table's messages while a rebuild installs
+    dead_letters: DeadLetterWiring | None = None  # stores what cannot be applied, in the background
+    startup: StartupRestore | None = None  # loads tables from snapshots before the feed starts
     grpc_port: int = 0
     health_port: int = 0
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -66,15 +93,20 @@ class QueryApp:
         return ready, details
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Shutdown order: unready, end subscriptions, stop gRPC (grace), stop the feed, stop health."""
+        """Start-up: health, snapshots, feed, gRPC. Shutdown order: unready, end subscriptions, stop gRPC (grace),
+        stop the feed, stop health."""
         endpoint = self.endpoint
         health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self.readiness)
         grpc_server: GrpcServer | None = None
-        feed = asyncio.create_task(self.feed.run(self._subscriptions(), self.applier), name="query-feed")
+        feed: asyncio.Task[None] | None = None
         mirror: asyncio.Task[None] | None = None
+        coordination: asyncio.Task[None] | None = None
+        letters = asyncio.create_task(self.dead_letters.run(), name="query-dead-letters") if self.dead_letters else None
         try:
             await _listen("query.health_host/query.health_port", health.start())
             self.health_port = health.port
+            subscriptions = await self._restore()
+            feed = asyncio.create_task(self.feed.run(subscriptions, self.sink or self.applier), name="query-feed")
             grpc_server = await _listen("query.grpc.host/query.grpc.port", start_grpc_server(
                 endpoint.grpc_host, endpoint.grpc_port, (),
                 generic_handlers=generic_handlers(QueryServicer(self.service, self.clock)),
@@ -82,6 +114,8 @@ class QueryApp:
             self.grpc_port = grpc_server.port
             await self._mirror_readiness(grpc_server)
             mirror = asyncio.create_task(self._keep_mirroring(grpc_server), name="query-readiness")
+            if self.coordinator is not None:
+                coordination = asyncio.create_task(self.coordinator.run(), name="query-coordination")
             self.started.set()
             log.info("query service on gRPC port %d, health port %d, serving %s", self.grpc_port,
                      self.health_port, ", ".join(t.name for t in self.service.tables) or "no table")
@@ -98,8 +132,19 @@ class QueryApp:
                 for table in self.service.tables:
                     await grpc_server.health.set(table.name, _NOT_SERVING)
                 await grpc_server.stop(endpoint.drain_grace or STOP_GRACE)
-            feed.cancel()
-            await asyncio.gather(feed, *([mirror] if mirror else []), return_exceptions=True)
+            if feed is not None:
+                feed.cancel()
+            await asyncio.gather(*([feed] if feed else []), *([mirror] if mirror else []), return_exceptions=True)
+            if self.dead_letters is not None and letters is not None:
+                await self.dead_letters.flush()
+                letters.cancel()
+                await asyncio.gather(letters, return_exceptions=True)
+                await self.dead_letters.close()
+            if coordination is not None:  # deregisters this instance
+                coordination.cancel()
+                await asyncio.gather(coordination, return_exceptions=True)
+            if self.close_coordination is not None:
+                await self.close_coordination()
             await health.stop()
 
     async def _keep_mirroring(self, grpc_server: GrpcServer) -> None:
@@ -116,8 +161,14 @@ class QueryApp:
         for table in tables:
             await grpc_server.health.set(table.name, _SERVING if table.ready else _NOT_SERVING)
 
-    def _subscriptions(self) -> list[FeedSubscription]:
-        return [FeedSubscription(t.source_id, t.table) for t in self.config.targets]
+    async def _restore(self) -> list[FeedSubscription]:
+        """Tables loaded from a snapshot consume the stream after its stream sequence; the others all of it."""
+        restored = await self.startup.restore() if self.startup is not None else {}
+        starts = {table: manifest.stream_sequence for table, manifest in restored.items()}
+        if self.sink is not None:
+            for table, sequence in starts.items():
+                self.sink.started_after(table, sequence)  # what rebuilds wait for counts from there
+        return [FeedSubscription(t.source_id, t.table, starts.get(t.table, 0)) for t in self.config.targets]
 
 
 async def _until_stopped_or_failed(stop: asyncio.Event, feed: asyncio.Task[None]) -> None:
@@ -140,9 +191,20 @@ async def _listen(keys: str, starting: Any) -> Any:
 
 
 def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Clock | None = None,
-          **endpoint_overrides: Any) -> QueryApp:
+          coordination: CoordinationStore | None = None, stream_tail: StreamTail | None = None,
+          snapshot_store: SnapshotStore | None = None, dead_letter_store: DeadLetterStore | None = None,
+          stream_bounds: StreamBounds | None = None, **endpoint_overrides: Any) -> QueryApp:
     """Wire the service from settings. `feed`/`clock` replace real adapters; `endpoint_overrides` replace
-    fields of settings.query (grpc_port=0, health_host=..., drain_grace=...)."""
+    fields of settings.query (grpc_port=0, health_host=..., drain_grace=..., instance_id=...).
+
+    coordination: the store for the status heartbeat and commands; by default Redis when the file has a redis
+    section (as for fan-out), none otherwise. An unreachable Redis never stops the data.
+    stream_tail / snapshot_store: what restores and replays read (by default JetStream, or the memory feed's
+    messages when `feed` is a MemoryChangeFeed; each table's configured snapshot store).
+    dead_letter_store: replaces the JetStream dead-letter store (when dead_letters.enabled).
+    stream_bounds: where start-up reads the stream's bounds to choose each table's snapshot (by default
+    JetStream, or the memory feed's when `feed` is a MemoryChangeFeed; none for another feed: no snapshot loads).
+    """
     unknown = set(endpoint_overrides) - {f.name for f in dataclasses.fields(ServiceEndpoint)}
     if unknown:
         raise TypeError(f"build() got unknown overrides {sorted(unknown)}; expected fields of ServiceEndpoint")
@@ -159,9 +221,72 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
         log.warning("no table has an indexed-memory target: every query answers NOT_FOUND (add targets = "
                     "[{ type = indexed-memory, lookup_fields = [...] }] to a table)")
     applier = ChangeApplier({t.table: t for t in tables}, clock)
+    gate = GatedSink(applier)
     feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix, json_values=False,
                                   client_name="laredo-query")
-    return QueryApp(config, QueryService(tables), applier, feed, signal, clock)
+    service = QueryService(tables)
+    close_coordination = None
+    if coordination is None and config.coordination:
+        from laredo_core.coordination.redis_store import RedisCoordinationStore  # connects lazily
+
+        redis_store = RedisCoordinationStore(config.redis_url, config.redis_key_prefix)
+        coordination, close_coordination = redis_store, redis_store.aclose
+    coordinator = None
+    instance_id = config.endpoint.instance_id or default_instance_id(SERVICE_NAME)
+    dead_letters = wire_dead_letters(settings, TARGET_TYPE, f"query:{instance_id}", store=dead_letter_store)
+    applier.dead_letters = dead_letters.recorder
+    replay = QueryDeadLetterReplay({t.table: t for t in tables}, clock, partial(
+        decode_batch, json_values=False)) if dead_letters.enabled else None
+    stores = _snapshot_stores(config, snapshot_store)
+    startup = _startup_restore(config, tables, stores, feed, stream_bounds)
+    if coordination is not None:
+        rebuilds = _rebuilds(config, instance_id, tables, gate, clock, coordination, feed, stream_tail, stores)
+        coordinator = QueryCoordinator(coordination, instance_id, service, signal,
+                                       heartbeat_interval=config.status_interval, rebuilds=rebuilds,
+                                       dead_letter_replay=replay)
+    return QueryApp(config, service, applier, feed, signal, clock, coordinator, close_coordination, sink=gate,
+                    dead_letters=dead_letters, startup=startup)
+
+
+def _snapshot_stores(config: QueryConfig, override: SnapshotStore | None) -> dict[TableId, SnapshotStore]:
+    """Each table's snapshot store (`override` replaces every configured one), one per distinct configuration."""
+    shared = SnapshotStores()
+    return {t.table: override or shared.store_for(t.snapshot_store) for t in config.targets
+            if t.snapshot_store is not None or override is not None}
+
+
+def _startup_restore(config: QueryConfig, tables: list[QueryTable], stores: dict[TableId, SnapshotStore],
+                     feed: ChangeFeed, bounds: StreamBounds | None) -> StartupRestore | None:
+    """Start-up from snapshots for the tables with a store and restore_on_start (None: no table has both)."""
+    by_table = {t.table: t for t in tables}
+    sources = [RestoreSource(by_table[t.table], t.indexes, stores[t.table]) for t in config.targets
+               if t.restore_on_start and t.table in stores]
+    if not sources:
+        return None
+    if bounds is None and isinstance(feed, MemoryChangeFeed):
+        bounds = MemoryStreamBounds(feed)
+    elif bounds is None and isinstance(feed, NatsChangeFeed):
+        bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix)
+    if bounds is None:
+        log.warning("no snapshot is loaded at start-up: this change feed cannot tell where its stream stands "
+                    "(pass stream_bounds to build())")
+        return None
+    return StartupRestore(sources, bounds)
+
+
+def _rebuilds(config: QueryConfig, instance_id: str, tables: list[QueryTable], gate: GatedSink, clock: Clock,
+              coordination: CoordinationStore, feed: ChangeFeed, tail: StreamTail | None,
+              stores: dict[TableId, SnapshotStore]) -> InstanceRebuilds | None:
+    """Restores and replays (OAM commands) of this instance's tables, from the snapshot stores configured."""
+    if tail is None and isinstance(feed, MemoryChangeFeed):
+        tail = MemoryStreamTail(feed, json_values=False)
+    elif tail is None and isinstance(feed, NatsChangeFeed):
+        tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=False,
+                              client_name="laredo-query-rebuild")
+    if tail is None:
+        return None
+    targets = {t.table: QueryRebuildTarget(t, gate, clock) for t in tables}
+    return InstanceRebuilds("query", instance_id, targets, stores.get, tail, gate, coordination=coordination)
 
 
 async def _main(settings: LaredoSettings, _: argparse.Namespace, stop: asyncio.Event) -> None:

@@ -74,3 +74,34 @@ def test_no_indexed_memory_target_is_allowed(tmp_path: Path) -> None:
     config = read_query_config(settings(tmp_path, "tables = [ { source = pg, table = t, targets = "
                                                   "[ { type = replication-fanout } ] } ]\n"))
     assert config.targets == ()
+
+
+def test_snapshot_store_and_restore_on_start(tmp_path: Path) -> None:
+    fanout = '{ type = replication-fanout, snapshot { store = local, store_config { path = "/fanout" } } }'
+    config = read_query_config(settings(tmp_path, f"""
+tables = [
+  {{ source = pg, table = own, targets = [ {fanout}, {{ type = indexed-memory,
+     snapshot {{ store = local, store_config {{ path = "/own" }}, restore_on_start = false }} }} ] }}
+  {{ source = pg, table = inherited, targets = [ {fanout}, {{ type = indexed-memory }} ] }}
+  {{ source = pg, table = switched_off, targets = [ {fanout},
+     {{ type = indexed-memory, snapshot {{ restore_on_start = false }} }} ] }}
+  {{ source = pg, table = default_store, targets = [ {{ type = indexed-memory, snapshot {{ }} }} ] }}
+  {{ source = pg, table = none, targets = [ {{ type = indexed-memory }} ] }}
+]
+"""))
+    found = {t.table.name: (t.snapshot_store.path if t.snapshot_store else None, t.restore_on_start)
+             for t in config.targets}
+    assert found == {"own": ("/own", False), "inherited": ("/fanout", True), "switched_off": ("/fanout", False),
+                     "default_store": ("/var/lib/laredo/fanout-snapshots", True), "none": (None, True)}
+
+
+def test_snapshot_section_problems_are_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        read_query_config(settings(tmp_path, """
+tables = [ { source = pg, table = t, targets = [ { type = indexed-memory,
+  snapshot { store = s3, restore_on_start = maybe, interval = 5m } } ] } ]
+"""))
+    problems = "\n".join(caught.value.problems)
+    for expected in ("tables[0].targets[0].snapshot.restore_on_start", "tables[0].targets[0].snapshot.interval",
+                     "bucket"):
+        assert expected in problems

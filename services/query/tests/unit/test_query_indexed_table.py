@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -11,9 +12,10 @@ import pytest
 from laredo_core.changes import Action, ColumnInfo, RowChange
 from laredo_core.position import Position
 from laredo_core.tuples import UNCHANGED
-from laredo_query.domain.errors import IndexNotFound, IndexUnavailable, InvalidKey
+from laredo_query.domain.errors import IndexNotFound, IndexUnavailable, InvalidKey, UniqueIndexViolation
 from laredo_query.domain.indexed_table import IndexedTable
-from laredo_query.domain.indexes import LOOKUP, IndexDefinition
+from laredo_query.domain.indexes import LOOKUP, IndexDefinition, UniqueIndex
+from laredo_query.domain.keys import KeyKind, KeySpec
 from services.query.tests.query_testkit import COLUMNS, row
 
 DEFINITIONS = (IndexDefinition(LOOKUP, ("email",), True), IndexDefinition("by_status", ("status",), False),
@@ -146,15 +148,30 @@ def test_a_new_baseline_generation_removes_rows_it_does_not_contain() -> None:
     assert_indexes_match_rows(table)
 
 
-def test_a_unique_key_held_by_two_rows_goes_back_to_the_previous_holder() -> None:
+def test_a_change_that_would_share_a_unique_key_is_rejected_and_changes_nothing() -> None:
     table = new_table()
     table.apply(ins(row(1, email="x@example.com")))
-    table.apply(ins(row(2, email="x@example.com")))  # not unique in the source
-    assert ids(table.lookup(LOOKUP, ["x@example.com"])) == [2]
-    assert table.index_stats()[LOOKUP]["shared_keys"] == 1
-    table.apply(dele(2))
-    assert ids(table.lookup(LOOKUP, ["x@example.com"])) == [1]
-    assert table.index_stats()[LOOKUP]["shared_keys"] == 0
+    with pytest.raises(UniqueIndexViolation, match=r"lookup_fields \(email\) already holds email='x@example.com' "
+                                                   r"for the row with primary key id=1; the INSERT of the row with "
+                                                   r"primary key id=2") as caught:
+        table.apply(ins(row(2, email="x@example.com")))  # not unique in the source
+    assert caught.value.row_key == 2
+    assert ids(table.rows()) == [1] and ids(table.lookup(LOOKUP, ["x@example.com"])) == [1]
+    table.apply(upd(row(1, email="y@example.com")))  # the key is free now
+    table.apply(ins(row(2, email="x@example.com")))
+    table.apply(upd(row(2, email="x@example.com", status="s")))  # a row keeps its own key
+    table.apply(upd(row(3, email="x@example.com"), old_id=2))  # also when its primary key changes
+    assert ids(table.lookup(LOOKUP, ["x@example.com"])) == [3] and ids(table.rows()) == [1, 3]
+    assert_indexes_match_rows(table)
+
+
+def test_rows_sharing_a_key_of_a_rebuilt_unique_index_go_back_to_the_previous_holder() -> None:
+    index = UniqueIndex(IndexDefinition(LOOKUP, ("email",), True), KeySpec(("email",), (KeyKind.TEXT,)))
+    index.add("x@example.com", 1)
+    index.add("x@example.com", 2)  # rows that shared the key before the index existed
+    assert index.find("x@example.com") == [2] and index.shared_keys == 1
+    index.remove("x@example.com", 2)
+    assert index.find("x@example.com") == [1] and index.shared_keys == 0
 
 
 def test_null_keys_are_left_out_of_unique_indexes_but_found_in_non_unique_ones() -> None:
@@ -207,15 +224,17 @@ def test_random_changes_keep_every_index_equal_to_a_scan() -> None:
         i = rnd.randrange(1, 120)
         values = row(i, status=rnd.choice("abc"), qty=rnd.randrange(3), email=f"e{rnd.randrange(200)}")
         if op < 0.45:
-            table.apply(ins(values) if i not in live else upd(values))
-            live.add(i)
+            with contextlib.suppress(UniqueIndexViolation):  # rejected: nothing changed
+                table.apply(ins(values) if i not in live else upd(values))
+                live.add(i)
         elif op < 0.7 and live:
             old = rnd.choice(sorted(live))
             target = rnd.randrange(1, 120)
             if target not in live or target == old:
-                table.apply(upd({**values, "id": target}, old_id=old))
-                live.discard(old)
-                live.add(target)
+                with contextlib.suppress(UniqueIndexViolation):
+                    table.apply(upd({**values, "id": target}, old_id=old))
+                    live.discard(old)
+                    live.add(target)
         elif op < 0.95 and live:
             victim = rnd.choice(sorted(live))
             table.apply(dele(victim))

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from laredo_core.coordination.heartbeat import InstanceHeartbeat
+from laredo_core.coordination.status_reports import column_report
+from laredo_core.rebuild.instance import InstanceRebuilds
 from laredo_core.coordination.ports import (
     Command,
     CommandKind,
@@ -24,8 +26,9 @@ from laredo_core.coordination.ports import (
     CoordinationUnavailable,
 )
 
+from laredo_fanout.application.dead_letter_replay import FanoutDeadLetterReplay
 from laredo_fanout.application.targets import FanoutTargets
-from laredo_fanout.domain.errors import FanoutError
+from laredo_fanout.domain.errors import FanoutError, SnapshotStoreUnavailable
 from laredo_fanout.ports import Clock
 
 log = logging.getLogger(__name__)
@@ -36,14 +39,19 @@ BROADCAST_TARGET = "fanout:*"
 
 class FanoutCoordinator:
     def __init__(self, store: CoordinationStore, instance_id: str, targets: FanoutTargets, clock: Clock, *,
-                 heartbeat_interval: float = 5.0) -> None:
+                 heartbeat_interval: float = 5.0, rebuilds: InstanceRebuilds | None = None,
+                 dead_letter_replay: FanoutDeadLetterReplay | None = None) -> None:
         self._store = store
+        self._dead_letter_replay = dead_letter_replay  # REPLAY_DEAD_LETTERS; None: dead letters are off
         self._instance_id = instance_id
         self._targets = targets
         self._clock = clock
         self.joined = {target: asyncio.Event() for target in self.command_targets}  # set once commands are read
         self.heartbeat = InstanceHeartbeat(store, SERVICE, instance_id, self.status,
                                            interval=heartbeat_interval, ttl=3 * heartbeat_interval)
+        self.rebuilds = rebuilds  # restores and replays (RESTORE, REPLAY, STOP_REPLAY), reported as `replays`
+        if rebuilds is not None:
+            rebuilds.on_change = self.heartbeat.poke
 
     @property
     def command_targets(self) -> tuple[str, str]:
@@ -55,10 +63,24 @@ class FanoutCoordinator:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.heartbeat.run())
+                group.create_task(self._report_when_ready())
                 group.create_task(self._serve(broadcast, group_name=f"{broadcast}:{self._instance_id}"))
                 group.create_task(self._serve(own, group_name=None))
         finally:
+            if self.rebuilds is not None:
+                await asyncio.shield(self.rebuilds.aclose())
             await asyncio.shield(self.heartbeat.deregister())
+
+    async def _report_when_ready(self) -> None:
+        """Poke the heartbeat as each table becomes ready (baseline complete, caught up): OAM sees it at once."""
+        waits = [asyncio.ensure_future(replica.wait_ready()) for replica in self._targets.replicas]
+        try:
+            for ready in asyncio.as_completed(waits):
+                await ready
+                self.heartbeat.poke()
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _serve(self, target: str, group_name: str | None) -> None:
         subscription = self._store.commands(target, self._instance_id, group=group_name)
@@ -81,14 +103,18 @@ class FanoutCoordinator:
         """Run one command (again, harmlessly, if it was already run: drains and snapshots are idempotent)."""
         log.info("command %s (%s) from %s: %s", command.command_id, command.kind.value, command.target,
                  dict(command.args))
+        if self.rebuilds is not None and (rebuilt := await self.rebuilds.execute(command)) is not None:
+            return rebuilt
         try:
             if command.kind is CommandKind.DRAIN:
                 status, message, details = self._drain(command.args)
             elif command.kind is CommandKind.SNAPSHOT:
                 status, message, details = await self._snapshot(command.args)
+            elif command.kind is CommandKind.REPLAY_DEAD_LETTERS and self._dead_letter_replay is not None:
+                status, message, details = self._dead_letter_replay.execute(command.args)
             else:
                 status, message, details = (CommandStatus.REJECTED, f"fan-out does not execute {command.kind.value}; "
-                                            "it executes drain and snapshot", {})
+                                            "it executes drain, snapshot, restore, replay and stop_replay", {})
         except (FanoutError, ValueError, TypeError) as exc:
             status, message, details = CommandStatus.FAILED, str(exc), {}
         return CommandResult(command.command_id, status, message, details, executed_by=self._instance_id,
@@ -98,23 +124,52 @@ class FanoutCoordinator:
         deadline = _deadline(args, self._clock.now())
         tables = self._targets.drain(str(args.get("schema") or ""), str(args.get("table") or ""), "admin", deadline)
         names = [str(t) for t in tables]
+        self.heartbeat.poke()
         return CommandStatus.SUCCEEDED, f"draining {', '.join(names)}", {
             "tables": names, "drain_deadline_unix_ms": int(deadline * 1000)}
 
     async def _snapshot(self, args: Mapping[str, Any]) -> tuple[CommandStatus, str, dict[str, Any]]:
+        """A new snapshot of each named table (all with a store when none is named), even if unchanged.
+
+        Details: `snapshots` {table: snapshot id written}, `failed` {table: why not}, `missing` [tables
+        named that this instance does not snapshot].
+        """
         wanted = {str(t) for t in args.get("tables") or ()}
-        taken = {}
+        user_meta = args.get("user_meta") or {}
+        if not isinstance(user_meta, Mapping):
+            raise ValueError(f"user_meta must be a JSON object, got {type(user_meta).__name__}")
+        taken: dict[str, str] = {}
+        failed: dict[str, str] = {}
         for table, snapshots in self._targets.snapshots.items():
-            if not wanted or str(table) in wanted:
-                manifest = await snapshots.take()
-                taken[str(table)] = manifest.snapshot_id if manifest is not None else ""
-        if not taken:
-            return CommandStatus.REJECTED, "no matching table with a snapshot store on this instance", {}
-        return CommandStatus.SUCCEEDED, f"snapshots of {', '.join(taken)}", {"snapshots": taken}
+            if wanted and str(table) not in wanted:
+                continue
+            try:
+                manifest = await snapshots.take(user_meta=user_meta, force=True)
+            except SnapshotStoreUnavailable as exc:
+                failed[str(table)] = f"snapshot store failed: {exc}"
+                continue
+            if manifest is None:
+                failed[str(table)] = snapshots.unavailable_reason() or "no snapshot taken"
+            else:
+                taken[str(table)] = manifest.snapshot_id
+        missing = sorted(wanted - {str(t) for t in self._targets.snapshots})
+        details = {"snapshots": taken, "failed": failed, "missing": missing}
+        if not taken and not failed:
+            return (CommandStatus.REJECTED, "no matching table with a snapshot store on this instance"
+                    + (f" (asked for {', '.join(missing)})" if missing else ""), details)
+        message = "; ".join([f"{t}: snapshot {i}" for t, i in taken.items()]
+                            + [f"{t}: {why}" for t, why in failed.items()]
+                            + [f"{t}: no snapshot store on this instance" for t in missing])
+        return (CommandStatus.FAILED if failed or missing else CommandStatus.SUCCEEDED), message, details
 
     def status(self) -> Mapping[str, Any]:
         ready, details = self._targets.readiness()
-        return {"ready": ready, "draining": self._targets.draining, **details}
+        for replica in self._targets.replicas:  # the columns OAM's GetTableSchema answers with
+            entry = details.get("tables", {}).get(str(replica.table))
+            if isinstance(entry, dict):
+                entry["columns"] = column_report(replica.columns)
+        replays = {"replays": self.rebuilds.report()} if self.rebuilds is not None else {}
+        return {"ready": ready, "draining": self._targets.draining, **details, **replays}
 
 
 def _deadline(args: Mapping[str, Any], now: float) -> float:

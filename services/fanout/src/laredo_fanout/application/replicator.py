@@ -4,6 +4,10 @@ Positions are the idempotency key: a change at or before the table's applied pos
 replay and is skipped. Control batches get positions that sort where the stream puts them:
 BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before
 the first change committed at the baseline's snapshot LSN.
+
+Bad input never stops the stream: a change that cannot be applied (ChangeNotApplicable), a message that carries
+another table or does not decode becomes a dead letter of the target's pipeline (with the reason), is counted on
+the replica, and applying goes on with the next change; its position still counts as applied.
 """
 
 from __future__ import annotations
@@ -12,23 +16,31 @@ import logging
 from collections.abc import Mapping
 
 from laredo_core.changes import BatchKind, ChangeBatchInfo, TableId
+from laredo_core.deadletters.recorder import DeadLetterRecorder
 from laredo_core.position import BASELINE_ORDINAL_BASE, Position
+from laredo_core.stream.feed import UndecodableMessage
 
 from laredo_fanout.application.table_replica import TableReplica
+from laredo_fanout.domain.errors import ChangeNotApplicable
 from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.table_state import RowEffect
 from laredo_fanout.ports import Clock, FeedMessage, Observer, SyncEncoder
 
 log = logging.getLogger(__name__)
 
+TARGET_TYPE = "replication-fanout"
+
 
 class Replicator:
+    """`dead_letters` records what cannot be applied (by default: logged and counted only); applying goes on."""
+
     def __init__(self, replicas: Mapping[TableId, TableReplica], encoder: SyncEncoder, clock: Clock,
-                 observer: Observer) -> None:
+                 observer: Observer, *, dead_letters: DeadLetterRecorder | None = None) -> None:
         self._replicas = replicas
         self._encoder = encoder
         self._clock = clock
         self._observer = observer
+        self.dead_letters = dead_letters or DeadLetterRecorder(None, TARGET_TYPE, "fanout")
 
     def on_caught_up(self, table: TableId) -> None:
         replica = self._replicas.get(table)
@@ -45,12 +57,14 @@ class Replicator:
                         message.stream_sequence, message.table)
             return
         if batch.table != message.table:
-            log.error("stream message %d on the subject of %s carries table %s; skipped (check the "
-                      "ingest subject naming)", message.stream_sequence, message.table, batch.table)
+            replica.dead_letters += 1
+            self.dead_letters.message_failed(replica.source_id, message, (
+                f"the message on the subject of {message.table} carries table {batch.table}; check the ingest "
+                "subject naming (stream.subject_prefix) of every service"))
             return
         with self._observer.applying(message) as trace:
             appended = self._adopt_columns(replica, batch)
-            appended += self._apply(replica, batch, trace)
+            appended += self._apply(replica, message, trace)
         replica.stream_sequence = message.stream_sequence
         if appended:
             replica.notify_appended()
@@ -73,10 +87,20 @@ class Replicator:
             sequence=replica.journal.current_sequence, old_columns=old, new_columns=batch.columns))
         return 1
 
-    def _apply(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
+    def on_undecodable(self, message: UndecodableMessage) -> None:
+        replica = self._replicas.get(message.table)
+        if replica is None:
+            log.warning("undecodable stream message %d is for %s, which has no fan-out target; skipped",
+                        message.stream_sequence, message.table)
+            return
+        replica.dead_letters += 1
+        self.dead_letters.undecodable(message)
+
+    def _apply(self, replica: TableReplica, message: FeedMessage, trace: object | None) -> int:
+        batch = message.batch
         kind = batch.kind
         if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
-            return self._apply_changes(replica, batch, trace)
+            return self._apply_changes(replica, message, trace)
         if kind is BatchKind.BASELINE_BEGIN:
             position = Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1)
             if replica.accepts(position):
@@ -90,16 +114,22 @@ class Replicator:
                         replica.table, batch.reason or "no reason given")
         return 0
 
-    def _apply_changes(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
+    def _apply_changes(self, replica: TableReplica, message: FeedMessage, trace: object | None) -> int:
+        batch = message.batch
         state, baseline = replica.state, batch.kind is BatchKind.BASELINE_ROWS
         appended = 0
-        for change in batch.changes:
+        for index, change in enumerate(batch.changes):
             if not replica.accepts(change.position):
                 continue
-            if baseline:
-                effect = state.apply_baseline_row(batch.baseline_id, change)
-            else:
-                effect = state.apply(change)
+            try:
+                if baseline:
+                    effect = state.apply_baseline_row(batch.baseline_id, change)
+                else:
+                    effect = state.apply(change)
+            except ChangeNotApplicable as exc:  # bad input: keep it as a dead letter and go on
+                replica.dead_letters += 1
+                self.dead_letters.change_failed(replica.source_id, message, index, str(exc))
+                effect = None
             replica.applied_position = change.position
             if effect is not None:
                 self._journal(replica, effect, change.position, batch, trace)

@@ -145,10 +145,11 @@ class SyncSession:
                                   str(position) if position is not None else "")
 
     def _retained(self, manifest: SnapshotManifest | None) -> RetainedSnapshot | None:
+        """The snapshot resolved by its source position, whichever instance or service wrote it."""
         if manifest is None:
             return None
         sequence = self._resume_after(manifest.source_position, f"snapshot {manifest.snapshot_id}")
-        return RetainedSnapshot(manifest.snapshot_id, sequence) if sequence is not None else None
+        return RetainedSnapshot(manifest.snapshot_id, sequence, manifest.journal_sequence)
 
     def _resume_after(self, text: str, whose: str) -> int | None:
         """The journal's resume sequence for a source position (None: none given, unparseable or not covered)."""

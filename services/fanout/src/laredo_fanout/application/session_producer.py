@@ -161,7 +161,7 @@ class SessionProducer:
             return None
         action = Action.DELETE if route is EntryRoute.AS_DELETE else Action.INSERT
         old, new = (entry.old, None) if action is Action.DELETE else (None, entry.new)
-        encoded = self._encoder.journal_entry(sequence=entry.sequence, position=str(entry.position),
+        encoded = self._encoder.journal_entry(sequence=entry.sequence, position=entry.source_position,
                                               commit_time_unix_us=entry.commit_time_unix_us, xid=entry.xid,
                                               action=action, old=old, new=new)
         return dataclasses.replace(entry, action=action, old=old, new=new, encoded=encoded)

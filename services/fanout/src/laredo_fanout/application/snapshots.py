@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -69,18 +69,32 @@ class TableSnapshots:
             except SnapshotStoreUnavailable as exc:
                 log.warning("%s: snapshot not stored (%s); retrying in %.0fs", self.table, exc, self.policy.interval)
 
-    async def take(self) -> SnapshotManifest | None:
-        """Snapshot the current state; None when the table is not ready, mid-baseline or unchanged."""
-        async with self._taking:
-            return await self._take()
+    async def take(self, *, user_meta: Mapping[str, Any] | None = None, force: bool = False
+                   ) -> SnapshotManifest | None:
+        """Snapshot the current state; None when it cannot be taken now (unavailable_reason says why) or,
+        unless `force` (an operator's request), when nothing changed since the latest snapshot.
 
-    async def _take(self) -> SnapshotManifest | None:
+        user_meta: a JSON object stored in the manifest (OAM CreateSnapshot's user_meta).
+        """
+        async with self._taking:
+            return await self._take(dict(user_meta or {}), force)
+
+    def unavailable_reason(self) -> str:
+        """Why no snapshot can be taken right now, or "" when one can."""
+        replica = self.replica
+        if replica.state.baseline_in_progress:
+            return f"{self.table} is in the middle of a baseline; retry once it is loaded"
+        if not replica.ready or replica.applied_position is None:
+            return f"{self.table} is not loaded yet (not ready); retry once it is"
+        return ""
+
+    async def _take(self, user_meta: dict[str, Any], force: bool) -> SnapshotManifest | None:
         replica = self.replica
         position = replica.applied_position
         latest = replica.latest_snapshot
-        if not replica.ready or replica.state.baseline_in_progress or position is None:
+        if self.unavailable_reason() or position is None:
             return None
-        if latest is not None and latest.source_position == str(position):
+        if not force and latest is not None and latest.source_position == str(position):
             return None
         rows = [r.values for r in replica.state.rows()]
         created = self._clock.now()
@@ -89,7 +103,7 @@ class TableSnapshots:
             table=replica.table, columns=replica.columns, key_columns=replica.state.key_columns,
             row_count=len(rows), source_position=str(position), stream_sequence=replica.stream_sequence,
             journal_sequence=replica.journal.current_sequence, created_at=created, parts=(), checksum="",
-            source_id=replica.source_id)
+            source_id=replica.source_id, user_meta=user_meta)
         manifest = await self._write(base, rows)
         replica.latest_snapshot = self._known[manifest.snapshot_id] = manifest
         log.info("%s: snapshot %s stored (%d rows, position %s, %d bytes)", self.table, manifest.snapshot_id,

@@ -66,6 +66,7 @@ class TableReplica:
         self.columns: tuple[ColumnInfo, ...] = ()
         self.applied_position: Position | None = None
         self.stream_sequence = 0  # JetStream sequence of the last message applied (or skipped as a replay)
+        self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
         self.baseline_complete = False
         self.caught_up = False
         self.schema_changes: list[SchemaChange] = []

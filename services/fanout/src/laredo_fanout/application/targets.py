@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from laredo_core.changes import ColumnInfo, TableId
+from laredo_core.position import Position, PositionError
 
 from laredo_fanout.application.client_registry import ConnectedClient
 from laredo_fanout.application.session import SyncRequestInfo, SyncSession
@@ -48,6 +49,7 @@ class ReplicationStatus:
     row_count: int
     clients: tuple[ClientStatus, ...]
     latest_snapshot: SnapshotManifest | None = None
+    latest_snapshot_sequence: int = 0  # this instance's sequence for it (FanoutTargets.advertised_sequence)
 
 
 class FanoutTargets:
@@ -58,6 +60,7 @@ class FanoutTargets:
         self._clock = clock
         self._observer = observer
         self.snapshots: Mapping[TableId, TableSnapshots] = snapshots or {}
+        self.dead_letter_stats: Callable[[], Mapping[str, Any]] | None = None  # the dead-letter writer's counters
 
     @property
     def replicas(self) -> list[TableReplica]:
@@ -98,8 +101,9 @@ class FanoutTargets:
         journal = replica.journal
         current = journal.current_sequence
         clients = tuple(_client_status(c, current) for c in replica.clients.clients())
+        latest = replica.latest_snapshot
         return ReplicationStatus(current, journal.oldest_sequence, len(journal), len(replica.state), clients,
-                                 replica.latest_snapshot)
+                                 latest, self.advertised_sequence(latest) if latest is not None else 0)
 
     def _snapshots_of(self, replica: TableReplica) -> TableSnapshots:
         snapshots = self.snapshots.get(replica.table)
@@ -110,6 +114,21 @@ class FanoutTargets:
 
     async def list_snapshots(self, schema: str, table: str, limit: int = 0) -> list[SnapshotManifest]:
         return await self._snapshots_of(self.find(schema, table)).list(limit)
+
+    def advertised_sequence(self, manifest: SnapshotManifest) -> int:
+        """The sequence this instance gives a stored snapshot (ListSnapshots, FetchSnapshot): its journal's
+        sequence at the snapshot's source position, which a client holding the snapshot resumes after here; 0
+        when the journal does not cover that position (the client then needs a full sync). Never the manifest's
+        journal_sequence: that is its writer's numbering (another instance's, or 0 from the snapshot service)."""
+        replica = self._replicas.get(manifest.table)
+        if replica is None:
+            return 0
+        try:
+            position = Position.parse(manifest.source_position)
+        except PositionError:
+            return 0
+        sequence = replica.journal.resume_after_position(position)
+        return sequence if sequence is not None else 0
 
     async def find_snapshot(self, snapshot_id: str) -> tuple[TableSnapshots, SnapshotManifest]:
         """The snapshot with this id in any target's store; SnapshotNotFound otherwise."""
@@ -123,14 +142,14 @@ class FanoutTargets:
 
     async def snapshot_messages(self, snapshots: TableSnapshots, manifest: SnapshotManifest) -> AsyncIterator[bytes]:
         """FetchSnapshotResponse bytes: begin, one per row, end."""
-        encoder, sent = self._encoder, 0
-        yield encoder.fetch_begin(snapshot_id=manifest.snapshot_id, sequence=manifest.journal_sequence,
+        encoder, sent, sequence = self._encoder, 0, self.advertised_sequence(manifest)
+        yield encoder.fetch_begin(snapshot_id=manifest.snapshot_id, sequence=sequence,
                                   row_count=manifest.row_count, position=manifest.source_position)
         async for rows in snapshots.stored_rows(manifest):
             for row in rows:
                 yield encoder.fetch_row(row)
             sent += len(rows)
-        yield encoder.fetch_end(sequence=manifest.journal_sequence, rows_sent=sent,
+        yield encoder.fetch_end(sequence=sequence, rows_sent=sent,
                                 position=manifest.source_position)
 
     def drain(self, schema: str, table: str, reason: str, deadline_unix: float) -> list[TableId]:
@@ -158,10 +177,13 @@ class FanoutTargets:
         tables = {
             str(r.table): {"ready": r.ready, "baseline_complete": r.baseline_complete, "caught_up": r.caught_up,
                            "rows": len(r.state), "sequence": r.journal.current_sequence,
-                           "clients": len(r.clients), **({"draining": r.drain.reason} if r.drain else {})}
+                           "clients": len(r.clients), **({"draining": r.drain.reason} if r.drain else {}),
+                           **({"dead_letters": r.dead_letters} if r.dead_letters else {})}
             for r in self._replicas.values()
         }
         ready = all(r.ready for r in self._replicas.values()) and not self.draining
+        if self.dead_letter_stats is not None:
+            return ready, {"tables": tables, "dead_letter_writer": self.dead_letter_stats()}
         return ready, {"tables": tables}
 
 

@@ -13,6 +13,14 @@ class FanoutError(LaredoError):
     """Base of every error the fan-out service raises on purpose."""
 
 
+class ChangeNotApplicable(FanoutError):
+    """A change from the stream cannot be applied to the table; it becomes a dead letter (never raised to a client)."""
+
+
+class RowWithoutKey(ChangeNotApplicable):
+    """A change lacks (some of) the table's key values, so the row it changes cannot be found or placed."""
+
+
 class InvalidSyncRequest(FanoutError):
     """A request lacks a required field or carries a malformed one."""
 

@@ -39,6 +39,12 @@ class JournalEntry:
     appended_at: float
     encoded: bytes
     trace: object | None = None
+    replayed: bool = False  # a dead letter applied out of stream order (stored at the applied position)
+
+    @property
+    def source_position(self) -> str:
+        """The position clients see: empty for a replayed dead letter, so they apply it whatever their own."""
+        return "" if self.replayed else str(self.position)
 
 
 class Journal:

@@ -14,8 +14,17 @@ class SyncMode(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class RetainedSnapshot:
+    """A stored snapshot the client says it loaded, as this instance's journal sees it.
+
+    sequence: the journal sequence it resumes after, resolved from the snapshot's source position (None: the
+    journal does not cover that position). journal_sequence: what its manifest records, the writer's journal
+    sequence (another fan-out instance's, or 0 from the snapshot service): never resumed from, since journal
+    sequences belong to one instance while positions are the same everywhere.
+    """
+
     snapshot_id: str
-    sequence: int
+    sequence: int | None
+    journal_sequence: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +53,9 @@ def choose_sync_mode(
 
     - position_resume_sequence: the journal's answer for the client's last_known_source_position
       (None when the client sent none, it did not parse, or the journal no longer covers it);
-    - first_retained_sequence: the oldest retained sequence, or current + 1 when none is retained.
+    - first_retained_sequence: the oldest retained sequence, or current + 1 when none is retained;
+    - retained_snapshot: the stored snapshot named by the client's last_snapshot_id (None: none named, or no
+      such snapshot), resolved by its source position whoever wrote it.
 
     A sequence is still in the journal when every entry after it is retained and it is not
     beyond the current sequence (a sequence from another instance can be ahead of ours).
@@ -53,13 +64,16 @@ def choose_sync_mode(
         return SyncPlan(SyncMode.DELTA, position_resume_sequence, reason="source position covered by the journal")
     if last_known_sequence > 0 and first_retained_sequence - 1 <= last_known_sequence <= current_sequence:
         return SyncPlan(SyncMode.DELTA, last_known_sequence, reason="sequence still in the journal")
-    if retained_snapshot is not None and retained_snapshot.sequence >= first_retained_sequence - 1:
-        return SyncPlan(SyncMode.DELTA_FROM_SNAPSHOT, retained_snapshot.sequence,
-                        snapshot_id=retained_snapshot.snapshot_id, reason="retained snapshot")
-    return SyncPlan(SyncMode.FULL_SNAPSHOT, current_sequence, reason=_full_reason(last_known_sequence))
+    snapshot = retained_snapshot
+    if snapshot is not None and snapshot.sequence is not None and snapshot.sequence >= first_retained_sequence - 1:
+        return SyncPlan(SyncMode.DELTA_FROM_SNAPSHOT, snapshot.sequence, snapshot_id=snapshot.snapshot_id,
+                        reason="retained snapshot, its source position covered by the journal")
+    return SyncPlan(SyncMode.FULL_SNAPSHOT, current_sequence, reason=_full_reason(last_known_sequence, snapshot))
 
 
-def _full_reason(last_known_sequence: int) -> str:
+def _full_reason(last_known_sequence: int, snapshot: RetainedSnapshot | None) -> str:
+    if snapshot is not None:
+        return f"the journal no longer covers the source position of snapshot {snapshot.snapshot_id}"
     if last_known_sequence <= 0:
         return "client has no state"
     return f"sequence {last_known_sequence} is no longer in the journal"

@@ -20,6 +20,9 @@ from typing import Any
 
 from laredo_core.changes import Action, RowChange
 from laredo_core.rows import hashable, merge_unchanged, values_match
+from laredo_core.tuples import UNCHANGED
+
+from laredo_fanout.domain.errors import RowWithoutKey
 
 RowKey = tuple[Any, ...]
 #: Builds the wire form of a row once, when the row version is created (see ports.SyncEncoder.encode_row).
@@ -87,7 +90,9 @@ class TableState:
         try:
             key = tuple([values[c] for c in columns])
         except KeyError as exc:
-            raise KeyError(f"row lacks key column {exc.args[0]!r} (key: {', '.join(columns)})") from None
+            raise RowWithoutKey(_no_key(columns, exc.args[0])) from None
+        if UNCHANGED in key:
+            raise RowWithoutKey(_no_key(columns, next(c for c, v in zip(columns, key) if v is UNCHANGED)))
         try:
             hash(key)
         except TypeError:  # arrays or JSON in the key: rare, so checked only on failure
@@ -162,3 +167,9 @@ class TableState:
             return self.key_of(partial)
         match = [r.key for r in self._rows.values() if values_match(r.values, partial.items())]
         return match[0] if match else None
+
+
+def _no_key(columns: tuple[str, ...], missing: str) -> str:
+    return (f"the row lacks the value of key column {missing!r} (key: {', '.join(columns)}; absent, or an unchanged "
+            "TOASTed value sent without the old key), so it cannot be placed; give the table a primary key (or "
+            "REPLICA IDENTITY FULL) in the source, then replay the dead letters or reload the table")

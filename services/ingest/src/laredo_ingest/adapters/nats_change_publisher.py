@@ -20,12 +20,14 @@ import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
 from laredo_core.position import format_lsn
 from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, HEADER_MSG_ID, HEADER_TABLE
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
+from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_fast_publish import FastPublisher, intercept_replies, sanitize
 from laredo_ingest.domain.batches import OutboundBatch
@@ -38,8 +40,15 @@ _Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), m
 
 
 class NatsChangePublisher:
-    def __init__(self, connection: NatsConnection, *, max_pending: int, ack_timeout: float = 10.0) -> None:
+    """`dead_letters`: batches of tables without a usable key become dead letters (stored in the stream
+    `dead_letter_stream`, created when missing) instead of messages on the old dead-letter subject."""
+
+    def __init__(self, connection: NatsConnection, *, max_pending: int, ack_timeout: float = 10.0,
+                 dead_letters: KeylessDeadLetters | None = None,
+                 dead_letter_stream: StreamConfig | None = None) -> None:
         self._connection = connection
+        self._dead_letters = dead_letters
+        self._dead_letter_stream = dead_letter_stream
         self._ack_timeout = ack_timeout
         self._window = asyncio.Semaphore(max_pending)
         self._pending: dict[str, _Pending] = {}
@@ -75,30 +84,62 @@ class NatsChangePublisher:
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError) as exc:
             raise StreamSetupFailed(f"JetStream did not answer for stream {spec.name} ({exc!r}); is nats-server "
                                     "running with JetStream enabled (-js)?", retryable=True) from exc
+        if self._dead_letters is not None and self._dead_letter_stream is not None:
+            await self._ensure_dead_letter_stream(js, self._dead_letter_stream)
         await self._listen_for_acks()
+
+    async def _ensure_dead_letter_stream(self, js: JetStreamContext, config: StreamConfig) -> None:
+        """Created when missing; its limits are the dead-letter store's business (it updates them)."""
+        try:
+            await js.stream_info(config.name)
+        except nats.js.errors.NotFoundError:
+            try:
+                await js.add_stream(config)
+            except nats.js.errors.APIError as exc:
+                raise StreamSetupFailed(f"cannot create the dead-letter stream {config.name}: {exc.description} "
+                                        f"(code {exc.err_code}); a source named 'deadletter' overlaps its "
+                                        "subjects, rename it") from exc
+            log.info("created JetStream stream %s for dead letters", config.name)
 
     async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
                       trace_headers: Mapping[str, str] | None = None) -> None:
-        headers = self._headers(batch, trace_headers)
-        payload = encode_batch(batch)
+        if self._dead_letters is not None and not batch.schema.has_usable_key:
+            await self._publish_dead_letters(batch, on_ack)
+            return
+        await self._send(batch.subject, batch.msg_id, self._headers(batch, trace_headers), encode_batch(batch),
+                         on_ack)
+
+    async def _publish_dead_letters(self, batch: OutboundBatch, on_ack: AckCallback) -> None:
+        """One dead letter per change and pipeline; `on_ack` once all of them are stored (or the first fails)."""
+        assert self._dead_letters is not None
+        messages = self._dead_letters.messages(batch)
+        if not messages:
+            on_ack(None)  # nothing of it is kept (baseline begin/end of such a table): done at once
+            return
+        all_acked = _AllAcked(len(messages), on_ack)
+        for subject, msg_id, payload in messages:
+            headers = f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(msg_id)}\r\n\r\n".encode()
+            await self._send(subject, msg_id, headers, payload, all_acked.one)
+
+    async def _send(self, subject: str, msg_id: str, headers: bytes, payload: bytes, on_ack: AckCallback) -> None:
         await self._window.acquire()
         token = str(next(self._tokens))
-        self._pending[token] = (on_ack, asyncio.get_running_loop().time() + self._ack_timeout, batch.msg_id)
+        self._pending[token] = (on_ack, asyncio.get_running_loop().time() + self._ack_timeout, msg_id)
         self._idle.clear()
         try:
             sender = self._sender
             if sender is None or sender.client.is_closed:
                 sender = self._sender = FastPublisher(await self._connection.client())
-            await sender.publish(batch.subject, f"{self._inbox}.{token}", headers, payload)
+            await sender.publish(subject, f"{self._inbox}.{token}", headers, payload)
         except nats.errors.MaxPayloadError as exc:
             self._complete(token, PublishFailed(
-                f"message {batch.msg_id} is {len(payload)} bytes, more than the NATS max_payload allows; raise "
+                f"message {msg_id} is {len(payload)} bytes, more than the NATS max_payload allows; raise "
                 "max_payload on the server or lower stream.max_batch_bytes", retryable=False))
             log.debug("max payload exceeded", exc_info=exc)
         except (nats.errors.Error, OSError, IngestError) as exc:
-            self._complete(token, PublishFailed(f"publishing {batch.msg_id} failed: {exc!r}"))
+            self._complete(token, PublishFailed(f"publishing {msg_id} failed: {exc!r}"))
         except asyncio.CancelledError:
-            self._complete(token, PublishFailed(f"publishing {batch.msg_id} was cancelled"))
+            self._complete(token, PublishFailed(f"publishing {msg_id} was cancelled"))
             raise
         if self._watchdog is None or self._watchdog.done():
             self._watchdog = asyncio.create_task(self._expire_overdue(), name="ingest-ack-deadline")
@@ -177,6 +218,22 @@ class NatsChangePublisher:
     def _fail_all(self, reason: str) -> None:
         for token in list(self._pending):
             self._complete(token, PublishFailed(reason))
+
+
+class _AllAcked:
+    """Calls `on_ack` once: with None when all `count` messages are stored, or with the first error."""
+
+    def __init__(self, count: int, on_ack: AckCallback) -> None:
+        self._left = count
+        self._on_ack: AckCallback | None = on_ack
+
+    def one(self, error: IngestError | None) -> None:
+        if self._on_ack is None:
+            return
+        self._left -= 1
+        if error is not None or self._left == 0:
+            on_ack, self._on_ack = self._on_ack, None
+            on_ack(error)
 
 
 def _ack_error(msg: Msg, msg_id: str) -> IngestError | None:

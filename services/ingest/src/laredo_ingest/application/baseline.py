@@ -50,6 +50,7 @@ async def publish_baseline(reader: SnapshotReader, publisher: TrackedPublisher, 
             attributes = {"laredo.table": str(schema.table), "laredo.baseline_id": job.baseline_id,
                           "laredo.snapshot_lsn": format_lsn(job.snapshot_lsn)}
             progress.table = str(schema.table)
+            status.changed()  # each table's baseline start is reported at once
             with observer.span("ingest.baseline", attributes) as span:
                 started = time.monotonic()
                 headers = span.trace_headers()
@@ -63,6 +64,7 @@ async def publish_baseline(reader: SnapshotReader, publisher: TrackedPublisher, 
         await publisher.drain(ack_timeout)
     finally:
         progress.running = False
+        status.changed()
 
 
 async def _publish_table(reader: SnapshotReader, publisher: TrackedPublisher, batches: BaselineBatches,

@@ -2,11 +2,11 @@
 
 - Leader lease `ingest:<source_id>`: only the holder runs the ingest service. A standby waits for the lease
   (a dead leader's lease lapses after its ttl) and then starts like any ingest: from the slot. A leader
-  that loses the lease (refused renewal, or no renewal for ttl - margin, e.g. Redis unreachable) stops
-  at once: it reads no more frames, publishes nothing new, confirms what JetStream acknowledged, and goes
-  back to standby. Two instances therefore never stream at once; PostgreSQL itself also refuses a second
-  walsender on an active slot. With leader election on and Redis unreachable, nobody streams: safety first.
-  Deployments that must stream through a Redis outage run one ingest with ingest.leader_election = false.
+  that loses the lease stops at once: it reads no more frames, publishes nothing new, confirms what
+  JetStream acknowledged, and goes back to standby. With a permanent slot, PostgreSQL refuses a second
+  walsender on the active slot, which fences a second leader; so an unreachable Redis does not lose the
+  lease (hold_lease_through_outage) and data keeps flowing; the leader steps down only when Redis refuses
+  its renewal. With an ephemeral slot nothing fences, and no renewal for ttl - margin loses the lease.
 - Commands for target `ingest:<source_id>` are consumed by the leader only: RELOAD (args schema+table,
   or tables = ["s.t", ...], or none for all), PAUSE, RESUME, RESET (args drop_publication; the operator's
   confirmation is checked by OAM). Each is answered with a CommandResult; a redelivered command id gets
@@ -54,6 +54,7 @@ class CoordinationSettings:
     lease_ttl: float = 10.0
     lease_renew_every: float = 3.0
     heartbeat_interval: float = 5.0
+    hold_lease_through_outage: bool = False  # the work is fenced elsewhere (see LeaderLease)
 
     @property
     def enabled(self) -> bool:
@@ -78,6 +79,8 @@ class IngestCoordinator:
         heartbeat = InstanceHeartbeat(self._store, "ingest", self._instance_id, self._heartbeat_status,
                                       interval=s.heartbeat_interval, ttl=3 * s.heartbeat_interval)
         beating = asyncio.create_task(heartbeat.run(), name="ingest-heartbeat") if s.heartbeats else None
+        if beating is not None:
+            self._status.on_change = heartbeat.poke
         try:
             if s.leader_election:
                 await self._lead_when_elected(stop, run_service)
@@ -85,6 +88,7 @@ class IngestCoordinator:
                 await self._with_commands(stop, run_service)
         finally:
             if beating is not None:
+                self._status.on_change = None
                 beating.cancel()
                 await asyncio.gather(beating, return_exceptions=True)
                 await heartbeat.deregister()
@@ -92,14 +96,16 @@ class IngestCoordinator:
     async def _lead_when_elected(self, stop: asyncio.Event, run_service: RunService) -> None:
         s = self._settings
         lease = LeaderLease(self._store, self.target, self._instance_id, ttl=s.lease_ttl,
-                            renew_every=s.lease_renew_every)
+                            renew_every=s.lease_renew_every, hold_through_outage=s.hold_lease_through_outage)
         while not stop.is_set():
             self._status.is_leader, self._status.phase = False, IngestPhase.STANDBY
+            self._status.changed()
             log.info("instance %s is standby for source %s: waiting for lease %s", self._instance_id,
                      self._source_id, self.target)
             if not await lease.acquire(stop):
                 break
             self._status.is_leader = True
+            self._status.changed()
             leader_stop = asyncio.Event()
             watch = asyncio.create_task(_set_when_any(leader_stop, stop, lease.lost), name="ingest-lease-watch")
             try:
@@ -114,6 +120,7 @@ class IngestCoordinator:
                 log.warning("instance %s stopped streaming source %s: the lease was lost", self._instance_id,
                             self._source_id)
         self._status.phase = IngestPhase.STOPPED
+        self._status.changed()
 
     async def _with_commands(self, stop: asyncio.Event, run_service: RunService) -> None:
         if not self._settings.commands:

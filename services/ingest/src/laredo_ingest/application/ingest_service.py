@@ -66,13 +66,16 @@ class IngestService:
                 delay = backoff.next_delay()
                 if not exc.retryable or backoff.exhausted:
                     self.status.phase, self.status.last_error = IngestPhase.FAILED, str(exc)
+                    self.status.changed()
                     raise
                 await self._wait_before_retry(stop, delay, backoff.failures, exc)
         self.status.phase = IngestPhase.STOPPED
+        self.status.changed()
 
     async def _wait_before_retry(self, stop: asyncio.Event, delay: float, attempt: int, exc: LaredoError) -> None:
         self.status.phase, self.status.last_error = IngestPhase.RECONNECTING, str(exc)
         self.status.restarts += 1
+        self.status.changed()
         log.warning("source %s: %s; restarting in %.1fs (failure %d in a row)", self._options.source_id, exc,
                     delay, attempt)
         with contextlib.suppress(TimeoutError):
@@ -82,6 +85,7 @@ class IngestService:
     async def _attempt(self, stop: asyncio.Event) -> None:
         o, ports = self._options, self._ports
         self.status.phase = IngestPhase.STARTING
+        self.status.changed()
         db, stream = ports.database(), ports.replication()
         try:
             await db.open()
@@ -138,6 +142,7 @@ class IngestService:
                         prepared: PreparedSource, resync_reason: str, paused: bool) -> tuple[int, IngestState]:
         o, status = self._options, self.status
         status.phase, status.baseline_complete, status.baseline_rows = IngestPhase.BASELINE, False, 0
+        status.changed()
         state = IngestState(o.slot_name, identity.system_identifier, 0, False, prepared.fingerprints,
                             paused=paused)
         await self._ports.state.put(o.source_id, state)  # before the slot exists: a crash from here re-baselines
@@ -157,6 +162,7 @@ class IngestService:
         await self._ports.state.put(o.source_id, state)
         status.baseline_complete, status.baseline_id = True, baseline_id
         status.confirmed_lsn = created.consistent_lsn
+        status.changed()
         log.info("baseline %s complete: %d rows at %s", baseline_id, status.baseline_rows,
                  format_lsn(created.consistent_lsn))
         if self._reset is not None:

@@ -91,8 +91,9 @@ def _report_keyless(schemas: Mapping[TableId, TableSchema], keyless: Sequence[Ta
     if options.keyless_tables is KeylessPolicy.FAIL:
         raise TableWithoutKey("; ".join(problems) + f" (sources.{options.source_id}.keyless_tables = fail)")
     for table, problem in zip(keyless, problems):
-        log.error("%s; until then its baseline and changes go to the dead-letter subject %s instead of its "
-                  "table subject", problem, deadletter_subject(options.subject_prefix, options.source_id, table))
+        log.error("%s; until then its baseline and changes are not published on its table subject: they become "
+                  "dead letters of its pipelines (ListDeadLetters), or go to the subject %s when dead letters are "
+                  "off", problem, deadletter_subject(options.subject_prefix, options.source_id, table))
 
 
 def check_slot_free(slot: SlotInfo | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,13 @@ class IngestStatus:
     last_error: str = ""
     is_leader: bool = True
     _rate: RateMeter = field(default_factory=RateMeter)
+    #: Called by changed(): the status heartbeat's poke, so watchers see each transition at once.
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def changed(self) -> None:
+        """The phase, the baseline or leadership just changed: report it now (never blocks)."""
+        if self.on_change is not None:
+            self.on_change()
 
     @property
     def ready(self) -> bool:

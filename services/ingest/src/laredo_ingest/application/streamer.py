@@ -180,6 +180,7 @@ class StreamingSession:
             log.info("resumed reading of the slot")
             return "resumed"
         self._status.phase = IngestPhase.REBASELINE
+        self._status.changed()
         snapshots = await self._rebaseline(tables)
         for table, lsn in snapshots.items():
             self._skip_before(table, lsn)
@@ -187,6 +188,7 @@ class StreamingSession:
 
     def _set_phase(self) -> None:
         self._status.phase = IngestPhase.PAUSED if self._paused else IngestPhase.STREAMING
+        self._status.changed()
 
     async def _feedback_loop(self) -> None:
         advanced, interval = self._publisher.confirm_advanced, self._settings.status_interval

@@ -23,12 +23,7 @@ class StatusView:
         self.catalog = catalog
 
     async def system_status(self) -> SystemStatus:
-        reports = await Reports.read(self._store)
-        pipelines = self._pipelines(reports, self.catalog.pipelines())
-        sources = tuple(self._source(reports, s) for s in self._source_ids(reports))
-        phases = [str(s.details.get("phase", "")) for s in sources if s.reporting]
-        last_change = max((i.heartbeat_unix_ms for i in reports.instances), default=0)
-        return SystemStatus(service_state(phases, (p.state for p in pipelines)), sources, pipelines, last_change)
+        return system_status_of(await Reports.read(self._store), self.catalog)
 
     async def table_status(self, schema: str, table: str) -> tuple[PipelineView, ...]:
         table_id = table_from_request(schema, table)
@@ -98,23 +93,40 @@ class StatusView:
         return key
 
     def _source_ids(self, reports: Reports) -> tuple[str, ...]:
-        return tuple(sorted({s.source_id for s in self.catalog.sources} | set(reports.ingest_sources())))
+        return _source_ids(self.catalog, reports)
 
     def _source(self, reports: Reports, source_id: str) -> SourceView:
-        configured = self.catalog.source(source_id)
-        base = SourceView(source_id, *(() if configured is None else (configured.source_type,
-                                                                       configured.supports_resume)))
-        instance = reports.ingest(source_id)
-        if instance is None:
-            return base
-        report = instance.status
-        return SourceView(base.source_id, base.source_type, base.supports_resume,
-                          str(report.get("received_lsn", "")), str(report.get("confirmed_lsn", "")),
-                          int(report.get("lag_bytes", 0) or 0), float(report.get("lag_seconds", 0) or 0),
-                          {"instance_id": instance.instance_id, **report}, reporting=True)
+        return _source(self.catalog, reports, source_id)
 
     def _pipelines(self, reports: Reports, keys: tuple[PipelineKey, ...]) -> tuple[PipelineView, ...]:
         return tuple(_pipeline(reports, key) for key in keys)
+
+
+def system_status_of(reports: Reports, catalog: Catalog) -> SystemStatus:
+    """The whole system's status from one read of the instances (pure: GetStatus and WatchStatus share it)."""
+    pipelines = tuple(_pipeline(reports, key) for key in catalog.pipelines())
+    sources = tuple(_source(catalog, reports, s) for s in _source_ids(catalog, reports))
+    phases = [str(s.details.get("phase", "")) for s in sources if s.reporting]
+    last_change = max((i.heartbeat_unix_ms for i in reports.instances), default=0)
+    return SystemStatus(service_state(phases, (p.state for p in pipelines)), sources, pipelines, last_change)
+
+
+def _source_ids(catalog: Catalog, reports: Reports) -> tuple[str, ...]:
+    return tuple(sorted({s.source_id for s in catalog.sources} | set(reports.ingest_sources())))
+
+
+def _source(catalog: Catalog, reports: Reports, source_id: str) -> SourceView:
+    configured = catalog.source(source_id)
+    base = SourceView(source_id, *(() if configured is None else (configured.source_type,
+                                                                   configured.supports_resume)))
+    instance = reports.ingest(source_id)
+    if instance is None:
+        return base
+    report = instance.status
+    return SourceView(base.source_id, base.source_type, base.supports_resume,
+                      str(report.get("received_lsn", "")), str(report.get("confirmed_lsn", "")),
+                      int(report.get("lag_bytes", 0) or 0), float(report.get("lag_seconds", 0) or 0),
+                      {"instance_id": instance.instance_id, **report}, reporting=True)
 
 
 def _pipeline(reports: Reports, key: PipelineKey) -> PipelineView:

@@ -25,3 +25,9 @@ class CommandTimedOut(OamError):
     """A command was sent but no instance answered in time (DEADLINE_EXCEEDED); it may still be carried out."""
 
     retryable = True
+
+
+class SnapshotStoreFailed(OamError):
+    """A snapshot store failed or holds a damaged snapshot (INTERNAL); the message names the store and the step."""
+
+    retryable = True

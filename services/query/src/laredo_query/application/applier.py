@@ -4,6 +4,10 @@ Positions are the idempotency key: a change at or before the table's applied pos
 is skipped. Control batches get positions that sort where the stream puts them (as fan-out does):
 BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before the first
 change committed at the baseline's snapshot LSN. Subscribers get one event per effective change.
+
+Bad input never stops the stream: a change the table rejects (no key, a unique index it would break), a message
+that carries another table or does not decode becomes a dead letter of the target's pipeline (with the reason),
+is counted on the table, and applying goes on with the next change; its position still counts as applied.
 """
 
 from __future__ import annotations
@@ -11,22 +15,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from laredo_core.changes import BatchKind, ChangeBatchInfo, TableId
+from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, RowChange, TableId
+from laredo_core.deadletters.recorder import DeadLetterRecorder
 from laredo_core.position import BASELINE_ORDINAL_BASE, Position
+from laredo_core.stream.feed import UndecodableMessage
 
 from laredo_query.application.query_table import QueryTable
-from laredo_query.domain.errors import RowWithoutKey
+from laredo_query.domain.errors import ChangeRejected, UniqueIndexViolation
 from laredo_query.domain.events import ChangeEvent
 from laredo_query.domain.row_store import RowEffect
 from laredo_query.ports import Clock, FeedMessage
 
 log = logging.getLogger(__name__)
 
+TARGET_TYPE = "indexed-memory"
+
 
 class ChangeApplier:
-    def __init__(self, tables: Mapping[TableId, QueryTable], clock: Clock) -> None:
+    """`dead_letters` records what cannot be applied (by default: logged and counted only); applying goes on."""
+
+    def __init__(self, tables: Mapping[TableId, QueryTable], clock: Clock, *,
+                 dead_letters: DeadLetterRecorder | None = None) -> None:
         self._tables = tables
         self._clock = clock
+        self.dead_letters = dead_letters or DeadLetterRecorder(None, TARGET_TYPE, "query")
 
     def on_caught_up(self, table: TableId) -> None:
         target = self._tables.get(table)
@@ -42,19 +54,31 @@ class ChangeApplier:
                         message.stream_sequence, message.table)
             return
         if batch.table != message.table:
-            log.error("stream message %d on the subject of %s carries table %s; skipped (check the ingest "
-                      "subject naming)", message.stream_sequence, message.table, batch.table)
+            target.dead_letters += 1
+            self.dead_letters.message_failed(target.source_id, message, (
+                f"the message on the subject of {message.table} carries table {batch.table}; check the ingest "
+                "subject naming (stream.subject_prefix) of every service"))
             return
         events = _Events(target, batch, self._clock)
-        self._apply(target, batch, events)
+        self._apply(target, message, events)
         if events.pending:
             target.subscribers.publish(events.pending)
 
-    def _apply(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
+    def on_undecodable(self, message: UndecodableMessage) -> None:
+        target = self._tables.get(message.table)
+        if target is None:
+            log.warning("undecodable stream message %d is for %s, which has no indexed-memory target; skipped",
+                        message.stream_sequence, message.table)
+            return
+        target.dead_letters += 1
+        self.dead_letters.undecodable(message)
+
+    def _apply(self, target: QueryTable, message: FeedMessage, events: _Events) -> None:
+        batch = message.batch
         _adopt_columns(target, batch)
         kind = batch.kind
         if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
-            self._apply_changes(target, batch, events)
+            self._apply_changes(target, message, events)
         elif kind is BatchKind.BASELINE_BEGIN:
             position = Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1)
             if target.accepts(position):
@@ -70,9 +94,10 @@ class ChangeApplier:
         elif kind is BatchKind.SCHEMA_CHANGE:
             log.info("%s: columns changed (%s)", target.table, batch.reason or "schema change")
 
-    def _apply_changes(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
+    def _apply_changes(self, target: QueryTable, message: FeedMessage, events: _Events) -> None:
+        batch = message.batch
         indexed, baseline = target.indexed, batch.kind is BatchKind.BASELINE_ROWS
-        for change in batch.changes:
+        for index, change in enumerate(batch.changes):
             if not target.accepts(change.position):
                 continue
             try:
@@ -80,11 +105,16 @@ class ChangeApplier:
                     effect = indexed.apply_baseline_row(batch.baseline_id, change)
                 else:
                     effect = indexed.apply(change)
-            except RowWithoutKey as exc:
+            except ChangeRejected as exc:  # bad input: keep it as a dead letter and go on
                 target.skipped_changes += 1
-                log.error("%s: skipping the %s at %s: %s", target.table, change.action.value, change.position,
-                          exc)
+                target.dead_letters += 1
+                if isinstance(exc, UniqueIndexViolation):
+                    target.watch.rejected(exc.row_key)
+                self.dead_letters.change_failed(target.source_id, message, index, str(exc))
                 effect = None
+            else:
+                if target.watch:
+                    watch_change(target, change)
             target.applied_position = change.position
             if effect is not None:
                 events.add(effect, change.position)
@@ -97,6 +127,8 @@ class ChangeApplier:
         for index, effect in enumerate(effects):
             # Ordinals -n .. -1: after every baseline row, before every change at the snapshot LSN.
             events.add(effect, Position(batch.commit_lsn, index - len(effects)))
+            if target.watch:
+                watch_effect(target, effect, end)
         target.applied_position = end
         log.info("%s: baseline %s complete (%d rows, %d removed as absent from it)", target.table,
                  batch.baseline_id, len(target.indexed), len(effects))
@@ -118,6 +150,29 @@ class _Events:
             commit_time = batch.commit_time_unix_us or int(self._clock.now() * 1_000_000)
             self.pending.append(ChangeEvent(effect.action, position, batch.xid, commit_time, effect.old,
                                             effect.new))
+
+
+def watch_change(target: QueryTable, change: RowChange) -> None:
+    """Tell the table's watch which rows an applied change was about (even when it changed nothing)."""
+    if change.action is Action.TRUNCATE:
+        target.watch.touched_all(change.position)
+        return
+    store = target.indexed.store
+    for values in (change.old, change.new):
+        if values:
+            try:
+                key = store.key_of(values) if store.spec.has_all(values) else store.find_key(values)
+            except ChangeRejected:
+                continue
+            if key is not None:
+                target.watch.touched(key, change.position)
+
+
+def watch_effect(target: QueryTable, effect: RowEffect, position: Position) -> None:
+    """Tell the table's watch which rows an effect without a change of its own (a baseline's end) touched."""
+    for row in (effect.old, effect.new, effect.displaced):
+        if row is not None:
+            target.watch.touched(row.key, position)
 
 
 def _adopt_columns(target: QueryTable, batch: ChangeBatchInfo) -> None:

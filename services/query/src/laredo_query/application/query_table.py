@@ -10,6 +10,7 @@ from laredo_core.position import Position
 
 from laredo_query.application.subscriptions import SubscriberHub
 from laredo_query.domain.indexed_table import IndexedTable
+from laredo_query.domain.key_watch import KeyWatch
 
 
 class ReadinessSignal:
@@ -47,6 +48,8 @@ class QueryTable:
         self.serving = False
         self.stale_reason = ""
         self.skipped_changes = 0
+        self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
+        self.watch = KeyWatch()  # rows changed after a rejected change (replays skip what was overtaken)
         self.baselines_completed = 0
         self._signal = signal
         self._was_ready = False
@@ -103,4 +106,6 @@ class QueryTable:
             status["stale"] = self.stale_reason
         if self.skipped_changes:
             status["skipped_changes"] = self.skipped_changes
+        if self.dead_letters:
+            status["dead_letters"] = self.dead_letters
         return status

@@ -65,5 +65,18 @@ class ServiceStopping(SubscriptionEnded):
     retryable = True
 
 
-class RowWithoutKey(QueryError):
-    """A change names no usable key: it cannot be applied (logged and skipped, never raised to a client)."""
+class ChangeRejected(QueryError):
+    """A change from the stream cannot be applied to the table; it becomes a dead letter (never raised to a client)."""
+
+
+class RowWithoutKey(ChangeRejected):
+    """A change names no usable key: it cannot be applied."""
+
+
+class UniqueIndexViolation(ChangeRejected):
+    """A change would give a row the key of a unique index that another row holds; `row_key` is the changed row's
+    primary key (canonical)."""
+
+    def __init__(self, message: str, row_key: object) -> None:
+        super().__init__(message)
+        self.row_key = row_key

@@ -6,7 +6,10 @@ Invariants:
 - the key order used by pages exists only once a page was asked for, and from then on follows every
   change (so tables nobody pages through pay nothing for it);
 - an index whose fields are not columns of the table is reported as a problem and answers
-  IndexUnavailable; the rest of the table keeps working.
+  IndexUnavailable; the rest of the table keeps working;
+- a change that would make two rows share a unique index key is rejected before anything changes
+  (domain.unique_guard); rows that already share one (an index built over existing rows) follow the owner rule
+  of domain.indexes.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from laredo_query.domain.indexes import LOOKUP, PRIMARY, Index, IndexDefinition,
 from laredo_query.domain.keys import Key, KeySpec
 from laredo_query.domain.row_store import RowEffect, RowStore, StoredRow
 from laredo_query.domain.sorted_keys import SortedKeys, total_order
+from laredo_query.domain.unique_guard import check_unique
 
 
 class IndexedTable:
@@ -35,6 +39,11 @@ class IndexedTable:
 
     def __len__(self) -> int:
         return len(self._store)
+
+    @property
+    def store(self) -> RowStore:
+        """The rows by primary key (read it; change rows through this table so indexes follow)."""
+        return self._store
 
     @property
     def key_spec(self) -> KeySpec:
@@ -79,15 +88,22 @@ class IndexedTable:
                 self._indexes[definition.name] = self._built(definition, spec)
 
     def apply(self, change: RowChange) -> RowEffect | None:
+        """Apply one change; ChangeRejected (nothing changed) when it lacks its key or breaks a unique index."""
+        check_unique(self.name, self._store, self._indexes.values(), change)
         effect = self._store.apply(change)
         if effect is not None:
             self._follow(effect)
         return effect
 
+    @property
+    def baseline_in_progress(self) -> bool:
+        return self._store.baseline_in_progress
+
     def begin_baseline(self, baseline_id: str) -> None:
         self._store.begin_baseline(baseline_id)
 
     def apply_baseline_row(self, baseline_id: str, change: RowChange) -> RowEffect | None:
+        check_unique(self.name, self._store, self._indexes.values(), change)
         effect = self._store.apply_baseline_row(baseline_id, change)
         if effect is not None:
             self._follow(effect)

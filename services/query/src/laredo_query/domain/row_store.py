@@ -80,6 +80,11 @@ class RowStore:
     def keys(self) -> Iterable[Key]:
         return self._rows.keys()
 
+    @property
+    def baseline_in_progress(self) -> bool:
+        """Between a baseline's BEGIN and END (its generation is open)."""
+        return self._baseline_id is not None
+
     def rekey(self, spec: KeySpec) -> None:
         """Key rows by another primary key (or another kind of key column); rows keep their values."""
         self.spec = spec
@@ -122,6 +127,14 @@ class RowStore:
         seen, self._baseline_seen, self._baseline_id = self._baseline_seen, set(), None
         stale = [key for key in self._rows if key not in seen]
         return [RowEffect(Action.DELETE, self._rows.pop(key), None) for key in stale]
+
+    def key_of(self, values: Mapping[str, Any]) -> Key:
+        """The primary key of a row's values; RowWithoutKey when a key value is absent or UNCHANGED."""
+        return self._key_of(values)
+
+    def find_key(self, partial: Mapping[str, Any]) -> Key | None:
+        """The key of the stored row an old tuple (key or full row) names, None if no row matches."""
+        return self._find_key(partial)
 
     def _key_of(self, values: Mapping[str, Any]) -> Key:
         fields = self.spec.fields

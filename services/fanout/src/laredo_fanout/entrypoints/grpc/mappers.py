@@ -53,13 +53,14 @@ def status_response(status: ReplicationStatus) -> pb.GetReplicationStatusRespons
         ],
     )
     if status.latest_snapshot is not None:
-        response.latest_snapshot.CopyFrom(snapshot_info(status.latest_snapshot))
+        response.latest_snapshot.CopyFrom(snapshot_info(status.latest_snapshot, status.latest_snapshot_sequence))
     return response
 
 
-def snapshot_info(manifest: SnapshotManifest) -> pb.ReplicationSnapshotInfo:
+def snapshot_info(manifest: SnapshotManifest, sequence: int) -> pb.ReplicationSnapshotInfo:
+    """`sequence`: the instance's own sequence for the snapshot (FanoutTargets.advertised_sequence)."""
     return pb.ReplicationSnapshotInfo(
-        snapshot_id=manifest.snapshot_id, sequence=manifest.journal_sequence,
+        snapshot_id=manifest.snapshot_id, sequence=sequence,
         source_position=manifest.source_position, row_count=manifest.row_count,
         size_bytes=manifest.size_bytes, created_at=_timestamp(manifest.created_at),
     )

@@ -63,7 +63,8 @@ class ReplicationServicer:
         except (FanoutError, SnapshotError) as exc:
             await context.abort(*status_for(exc))
             raise  # unreachable: abort raises
-        return pb.ListSnapshotsResponse(snapshots=[mappers.snapshot_info(m) for m in manifests])
+        return pb.ListSnapshotsResponse(snapshots=[mappers.snapshot_info(m, self._targets.advertised_sequence(m))
+                                                   for m in manifests])
 
     async def fetch_snapshot(self, request: pb.FetchSnapshotRequest,
                              context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:

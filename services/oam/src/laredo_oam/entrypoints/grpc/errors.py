@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
-from laredo_oam.ports import CoordinationUnavailable
+from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed, SnapshotStoreFailed
+from laredo_oam.ports import CoordinationUnavailable, DeadLetterStoreError, DeadLetterStoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +20,9 @@ _CODES: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
     (PreconditionFailed, grpc.StatusCode.FAILED_PRECONDITION),
     (CommandTimedOut, grpc.StatusCode.DEADLINE_EXCEEDED),
     (CoordinationUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (DeadLetterStoreUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (DeadLetterStoreError, grpc.StatusCode.INTERNAL),
+    (SnapshotStoreFailed, grpc.StatusCode.INTERNAL),
 )
 
 R = TypeVar("R")
@@ -44,6 +47,8 @@ def mapped_errors(handler: Callable[[Any, Any, grpc.aio.ServicerContext], Awaita
             message = str(exc)
             if isinstance(exc, CoordinationUnavailable):
                 message = f"the coordination store (Redis) is unavailable: {exc}"
+            elif isinstance(exc, DeadLetterStoreUnavailable):
+                message = f"the dead-letter store (NATS JetStream) is unavailable: {exc}"
             log.info("%s answered %s: %s", handler.__name__, code.name, message)
             await context.abort(code, message)
             raise AssertionError("unreachable: abort raises") from exc

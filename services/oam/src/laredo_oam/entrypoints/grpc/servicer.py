@@ -1,12 +1,16 @@
 """The OAM gRPC servicer: thin handlers over the status and administration use cases.
 
-RPCs without a use case yet (snapshots, dead letters, replay, WatchStatus) answer UNIMPLEMENTED with a message
-saying they arrive in a later release; the handlers for them are generated from the proto descriptors.
+Snapshot RPCs come from the SnapshotHandlers mixin (snapshot_handlers.py).
+WatchStatus streams the StatusWatch's events (application/status_watch.py).
+RestoreSnapshot and the replay RPCs come from the ReplayHandlers mixin (replay_handlers.py).
+ListDeadLetters, ReplayDeadLetters and PurgeDeadLetters come from the DeadLetterHandlers mixin (dead_letter_handlers.py).
+RPCs without a use case answer UNIMPLEMENTED with a message saying they arrive in a later release; the handlers
+for them are generated from the proto descriptors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -16,11 +20,20 @@ from laredo_core.coordination.ports import CommandStatus
 from laredo_core.grpc_server import ServiceRegistration
 
 from laredo_oam.application.administration import Administration, Outcome
+from laredo_oam.application.dead_letters import DeadLetters
+from laredo_oam.application.replay import Replays
+from laredo_oam.application.restore import Restores
+from laredo_oam.application.snapshots import Snapshots
 from laredo_oam.application.status_view import StatusView
+from laredo_oam.application.status_watch import StatusWatch
 from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.domain.states import ServiceState
 from laredo_oam.entrypoints.grpc import mappers
-from laredo_oam.entrypoints.grpc.errors import mapped_errors
+from laredo_oam.entrypoints.grpc.errors import mapped_errors, status_code_for
+from laredo_oam.entrypoints.grpc.watch_mappers import watch_response
+from laredo_oam.entrypoints.grpc.snapshot_handlers import SnapshotHandlers
+from laredo_oam.entrypoints.grpc.replay_handlers import ReplayHandlers
+from laredo_oam.entrypoints.grpc.dead_letter_handlers import DeadLetterHandlers
 
 #: The specification's name first, then the upstream Laredo alias; both serve the same servicer.
 OAM_SERVICE_NAMES = ("laredo.v1.TableSyncOAM", "laredo.v1.LaredoOAMService")
@@ -35,12 +48,20 @@ def not_yet_available(rpc: str) -> str:
             f"(snapshots, dead letters, replay and status watching come after status and administration)")
 
 
-class OamServicer:
+class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
     """The implemented RPCs; every other RPC of the given services answers UNIMPLEMENTED."""
 
-    def __init__(self, services: tuple[ServiceDescriptor, ...], status: StatusView, admin: Administration) -> None:
+    def __init__(self, services: tuple[ServiceDescriptor, ...], status: StatusView, admin: Administration, *,
+                 snapshots: Snapshots | None = None, watch: StatusWatch | None = None,
+                 restores: Restores | None = None, replays: Replays | None = None,
+                 dead_letters: DeadLetters | None = None) -> None:
+        self._dead_letters = dead_letters
         self._status = status
+        self._restores = restores
+        self._replays = replays
+        self._watch = watch
         self._admin = admin
+        self._snapshots = snapshots
         for service in services:
             for method in service.methods:
                 if not hasattr(self, method.name):
@@ -61,6 +82,25 @@ class OamServicer:
                                 context: Context) -> oam_pb2.GetPipelineStatusResponse:
         view = await self._status.pipeline_status(request.pipeline_id)
         return oam_pb2.GetPipelineStatusResponse(status=mappers.pipeline(view))
+
+    async def WatchStatus(self, request: oam_pb2.WatchStatusRequest,
+                          context: Context) -> AsyncIterator[oam_pb2.WatchStatusResponse]:
+        """State and row changes until the client leaves; initial metadata is sent once the watch is in place."""
+        if self._watch is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, not_yet_available("WatchStatus"))
+            return
+        try:
+            watch_filter = self._watch.filter_for(request.tables, request.pipeline_ids)
+        except Exception as exc:
+            code = status_code_for(exc)
+            if code is None:
+                raise
+            await context.abort(code, str(exc))
+            return
+        async with self._watch.watch(watch_filter) as watcher:
+            await context.send_initial_metadata(())
+            async for event in watcher:
+                yield watch_response(event)
 
     @mapped_errors
     async def CheckReady(self, request: oam_pb2.CheckReadyRequest, context: Context) -> oam_pb2.CheckReadyResponse:
@@ -137,11 +177,15 @@ def _unimplemented(rpc: str) -> Handler:
     return handler
 
 
-def oam_registration(status: StatusView, admin: Administration) -> ServiceRegistration:
+def oam_registration(status: StatusView, admin: Administration, *,
+                     snapshots: Snapshots | None = None, watch: StatusWatch | None = None,
+                     restores: Restores | None = None, replays: Replays | None = None,
+                     dead_letters: DeadLetters | None = None) -> ServiceRegistration:
     """The servicer under both service names, ready for laredo_core.grpc_server.start_grpc_server."""
     services = tuple(oam_pb2.DESCRIPTOR.services_by_name[name.rsplit(".", 1)[1]] for name in OAM_SERVICE_NAMES)
     return ServiceRegistration(
-        servicer=OamServicer(services, status, admin),
+        servicer=OamServicer(services, status, admin, snapshots=snapshots, watch=watch, restores=restores,
+                             replays=replays, dead_letters=dead_letters),
         add_functions=(oam_pb2_grpc.add_TableSyncOAMServicer_to_server,
                        oam_pb2_grpc.add_LaredoOAMServiceServicer_to_server),
         service_names=OAM_SERVICE_NAMES,

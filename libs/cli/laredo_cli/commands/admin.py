@@ -1,0 +1,124 @@
+"""Administration over OAM: reload, pause, resume, reset, drain."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from laredo.v1 import oam_pb2
+
+from laredo_cli.commands.common import Context, Registrar, add_yes, confirm, print_json, report, seconds, table_name
+from laredo_cli.commands.status import service_state
+from laredo_cli.errors import ExitCode
+from laredo_cli.output import format_value
+from laredo_cli.protojson import struct_to_dict
+
+
+def register(commands: Registrar) -> None:
+    reload = commands.add(
+        "reload", help="take a new baseline of a table (or all)",
+        description="Ask the ingest leader to take a new baseline of one table (every service then replaces "
+                    "its copy), or of every table with --all. --source limits it to one source. Waits for the "
+                    "ingest instances' answer; exit code 1 when one of them refused. OAM RPCs ReloadTable, "
+                    "ReloadAll.",
+        examples=["laredo reload public.users", "laredo reload users --source pg", "laredo reload --all"])
+    what = reload.add_mutually_exclusive_group(required=True)
+    what.add_argument("table", nargs="?", type=table_name, metavar="SCHEMA.TABLE", help="the table to reload")
+    what.add_argument("--all", action="store_true", help="reload every table")
+    reload.add_argument("--source", default="", metavar="ID",
+                        help="only this source (default: every source the table comes from)")
+    reload.set_defaults(handler=run_reload)
+
+    for name, verb, rpc, handler in (("pause", "Pause", "PauseSync", run_pause),
+                                     ("resume", "Resume", "ResumeSync", run_resume)):
+        parser = commands.add(
+            name, help=f"{name} reading from sources",
+            description=f"{verb} reading changes from one source (--source) or from every source. "
+                        "A paused source keeps its replication slot and position, and services keep "
+                        f"serving what they have. Prints the resulting state. OAM RPC {rpc}.",
+            examples=[f"laredo {name}", f"laredo {name} --source pg"])
+        parser.add_argument("--source", default="", metavar="ID", help="only this source (default: all)")
+        parser.set_defaults(handler=handler)
+    _add_reset(commands)
+    _add_drain(commands)
+
+
+def _add_reset(commands: Registrar) -> None:
+    reset = commands.add(
+        "reset", help="drop and recreate a source's replication slot",
+        description="DESTRUCTIVE: drop and recreate the replication slot of a source (and its publication "
+                    "with --drop-publication); every table of the source then takes a new baseline. Asks "
+                    "for confirmation at a terminal; scripts must pass --yes (without it: exit code 5). OAM "
+                    "RPC ResetSource.",
+        examples=["laredo reset pg", "laredo reset pg --drop-publication --yes"])
+    reset.add_argument("source", metavar="SOURCE", help="the source id")
+    reset.add_argument("--drop-publication", action="store_true", help="also drop and recreate the publication")
+    add_yes(reset)
+    reset.set_defaults(handler=run_reset)
+
+
+def _add_drain(commands: Registrar) -> None:
+    drain = commands.add(
+        "drain", help="hand fan-out clients over to other instances",
+        description="Send every running fan-out instance a drain: its Sync clients get a GoAway and move to "
+                    "another instance (resuming by position). One table, or every table without one. "
+                    "--deadline caps how long drained streams are still served. Exit code 1 when no "
+                    "instance drained. OAM RPC DrainReplication.",
+        examples=["laredo drain", "laredo drain public.users --deadline 30s"])
+    drain.add_argument("table", nargs="?", type=table_name, metavar="SCHEMA.TABLE", help="only this table")
+    drain.add_argument("--deadline", type=seconds, default=0, metavar="SECONDS",
+                       help="serve drained streams at most this long (default: until clients leave)")
+    drain.set_defaults(handler=run_drain)
+
+
+def run_reload(ctx: Context) -> ExitCode | None:
+    args = ctx.args
+    if args.all:
+        answer = ctx.oam.call("ReloadAll", oam_pb2.ReloadAllRequest(source_id=args.source))
+        report(ctx, answer, answer.accepted, "reload of every table", [answer.message])
+    else:
+        answer = ctx.oam.call("ReloadTable", oam_pb2.ReloadTableRequest(
+            source_id=args.source, schema=args.table.schema, table=args.table.table))
+        report(ctx, answer, answer.accepted, f"reload of {args.table}", [answer.message])
+    return None
+
+
+def run_pause(ctx: Context) -> ExitCode | None:
+    answer = ctx.oam.call("PauseSync", oam_pb2.PauseSyncRequest(source_id=ctx.args.source))
+    return _state(ctx, answer)
+
+
+def run_resume(ctx: Context) -> ExitCode | None:
+    answer = ctx.oam.call("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=ctx.args.source))
+    return _state(ctx, answer)
+
+
+def _state(ctx: Context, answer: Any) -> None:
+    if ctx.json:
+        print_json(ctx, answer)
+    else:
+        ctx.output.line(f"state: {service_state(answer.state)}")
+
+
+def run_reset(ctx: Context) -> ExitCode | None:
+    args = ctx.args
+    extra = " and its publication" if args.drop_publication else ""
+    confirm(ctx, f"Resetting source {args.source} drops its replication slot{extra}; every table of it takes "
+                 "a new baseline.")
+    answer = ctx.oam.call("ResetSource", oam_pb2.ResetSourceRequest(
+        source_id=args.source, confirm=True, drop_publication=args.drop_publication))
+    details = [f"{name}: {format_value(value)}" for name, value in struct_to_dict(answer.details).items()]
+    report(ctx, answer, answer.accepted, f"reset of source {args.source}", [answer.message, *details])
+    return None
+
+
+def run_drain(ctx: Context) -> ExitCode | None:
+    args = ctx.args
+    table = args.table
+    answer = ctx.oam.call("DrainReplication", oam_pb2.DrainReplicationRequest(
+        schema=table.schema if table else "", table=table.table if table else "",
+        drain_deadline_seconds=math.ceil(args.deadline)))
+    scope = f"drain of {table}" if table else "drain of every table"
+    report(ctx, answer, answer.accepted, scope,
+           [answer.message, f"fan-out targets drained: {answer.drained_targets}"])
+    return None

@@ -1,0 +1,229 @@
+"""Status commands over OAM: status, ready, sources, watch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laredo.v1 import oam_pb2
+
+from laredo_cli.commands.common import (
+    Context,
+    Registrar,
+    duration_text,
+    enum_name,
+    print_json,
+    positive_int,
+    stream_messages,
+    table_name,
+    text_or_dash,
+    when,
+)
+from laredo_cli.errors import ExitCode, Refused
+from laredo_cli.output import format_value
+from laredo_cli.protojson import struct_to_dict, timestamp_text
+
+SERVICE_STATE = "SERVICE_STATE_"
+PIPELINE_STATE = "PIPELINE_STATE_"
+
+
+def service_state(value: int) -> str:
+    return enum_name(oam_pb2.ServiceState.Name(value), SERVICE_STATE)
+
+
+def pipeline_state(value: int) -> str:
+    return enum_name(oam_pb2.PipelineState.Name(value), PIPELINE_STATE)
+
+
+def register(commands: Registrar) -> None:
+    status = commands.add(
+        "status", help="service, source and pipeline status",
+        description="The overall state (STARTING, BASELINING, STREAMING, PAUSED, RELOADING, ERROR), every "
+                    "source with its positions and lag, and every pipeline (one per table and target) with "
+                    "its state and row count. --table narrows to one table (with its indexes), --pipeline "
+                    "shows one pipeline in full. OAM RPCs GetStatus, GetTableStatus, GetPipelineStatus.",
+        examples=["laredo status", "laredo status --table public.users",
+                  "laredo status --pipeline pg:public.users:replication-fanout --json"])
+    which = status.add_mutually_exclusive_group()
+    which.add_argument("--table", type=table_name, metavar="SCHEMA.TABLE", help="only this table's pipelines")
+    which.add_argument("--pipeline", metavar="ID", help="one pipeline: <source>:<schema>.<table>:<target-type>")
+    status.set_defaults(handler=run_status)
+
+    ready = commands.add(
+        "ready", help="is everything (or a source/table/pipeline) ready?",
+        description="Readiness: ready when every pipeline in scope is STREAMING or PAUSED. Exit code 0 when "
+                    "ready, 1 when not (the reasons are printed). OAM RPC CheckReady.",
+        examples=["laredo ready && echo serving", "laredo ready --table public.users",
+                  "until laredo ready --source pg; do sleep 2; done"])
+    scope = ready.add_mutually_exclusive_group()
+    scope.add_argument("--source", metavar="ID", help="only this source's pipelines")
+    scope.add_argument("--table", type=table_name, metavar="SCHEMA.TABLE", help="only this table's pipelines")
+    scope.add_argument("--pipeline", metavar="ID", help="only this pipeline")
+    ready.set_defaults(handler=run_ready)
+    _add_sources(commands)
+    _add_watch(commands)
+
+
+def _add_sources(commands: Registrar) -> None:
+    sources = commands.add(
+        "sources", help="sources with positions, lag and details",
+        description="Every source (or one) with its type, current and acknowledged positions, lag and the "
+                    "details its ingest leader reports. OAM RPC GetSourceInfo.",
+        examples=["laredo sources", "laredo sources pg --json"])
+    sources.add_argument("source", nargs="?", default="", metavar="SOURCE", help="one source id (default: all)")
+    sources.set_defaults(handler=run_sources)
+
+
+def _add_watch(commands: Registrar) -> None:
+    watch = commands.add(
+        "watch", help="stream status events as they happen",
+        description="Print status events one per line (a JSON object per line with --json) as OAM reports "
+                    "them: service and pipeline state changes, sources connecting and disconnecting, rows "
+                    "applied. Runs until Ctrl-C, --count events or --timeout seconds, and then exits with 0. "
+                    "OAM RPC WatchStatus.",
+        examples=["laredo watch", "laredo watch --table public.users --count 10",
+                  "laredo watch --json --timeout 60 | jq -c 'select(.pipeline_state_change)'"])
+    watch.add_argument("--table", dest="tables", action="append", type=table_name, default=[],
+                       metavar="SCHEMA.TABLE", help="only events of this table (repeatable)")
+    watch.add_argument("--pipeline", dest="pipelines", action="append", default=[], metavar="ID",
+                       help="only events of this pipeline (repeatable)")
+    watch.add_argument("--count", type=positive_int, metavar="N", help="stop after N events")
+    watch.set_defaults(handler=run_watch)
+
+
+def run_status(ctx: Context) -> ExitCode | None:
+    args = ctx.args
+    if args.pipeline:
+        answer = ctx.oam.call("GetPipelineStatus", oam_pb2.GetPipelineStatusRequest(pipeline_id=args.pipeline))
+        if ctx.json:
+            return print_json(ctx, answer)
+        show_pipeline(ctx, answer.status, answer.HasField("status"))
+        show_indexes(ctx, answer.indexes)
+        return None
+    if args.table:
+        answer = ctx.oam.call("GetTableStatus", oam_pb2.GetTableStatusRequest(schema=args.table.schema,
+                                                                             table=args.table.table))
+        if ctx.json:
+            return print_json(ctx, answer)
+        show_pipelines(ctx, answer.pipelines)
+        show_indexes(ctx, answer.indexes)
+        return None
+    answer = ctx.oam.call("GetStatus", oam_pb2.GetStatusRequest())
+    if ctx.json:
+        return print_json(ctx, answer)
+    summary = [("snapshots", snapshot_summary(answer.snapshot_status))] if answer.HasField("snapshot_status") else []
+    ctx.output.fields([("state", service_state(answer.state)),
+                       ("started", when(answer.started_at, answer.HasField("started_at"))),
+                       ("last change", when(answer.last_change_at, answer.HasField("last_change_at"))), *summary])
+    ctx.output.line()
+    show_sources(ctx, answer.sources)
+    ctx.output.line()
+    show_pipelines(ctx, answer.pipelines)
+    return None
+
+
+def snapshot_summary(summary: oam_pb2.SnapshotSummary) -> str:
+    if not summary.enabled:
+        return "disabled"
+    last = summary.last_snapshot_id or "none yet"
+    at = f" at {timestamp_text(summary.last_snapshot_at)}" if summary.HasField("last_snapshot_at") else ""
+    return f"{summary.snapshot_count} kept in {summary.store_type or 'store'}; last {last}{at}"
+
+
+def show_sources(ctx: Context, sources: Any) -> None:
+    ctx.output.table(
+        ["SOURCE", "TYPE", "POSITION", "ACKED", "LAG BYTES", "LAG TIME"],
+        [[s.source_id, text_or_dash(s.source_type), text_or_dash(s.current_position),
+          text_or_dash(s.acked_position), str(s.lag_bytes), duration_text(s.lag_time)] for s in sources],
+        right=[4, 5], empty="(no source)")
+
+
+def show_pipelines(ctx: Context, pipelines: Any) -> None:
+    ctx.output.table(
+        ["PIPELINE", "STATE", "ROWS", "LAST CHANGE", "ERROR"],
+        [[p.pipeline_id, pipeline_state(p.state), str(p.row_count),
+          when(p.last_change_at, p.HasField("last_change_at")), text_or_dash(p.error_message)] for p in pipelines],
+        right=[2], empty="(no pipeline)")
+
+
+def show_pipeline(ctx: Context, p: oam_pb2.PipelineStatus, present: bool) -> None:
+    buffer = f"{p.buffer_depth}/{p.buffer_capacity}" if p.buffer_capacity else "-"
+    ctx.output.fields([
+        ("pipeline", p.pipeline_id), ("source", p.source_id), ("table", f"{p.schema}.{p.table}"),
+        ("target", p.target_type), ("state", pipeline_state(p.state)), ("rows", str(p.row_count)),
+        ("applied", f"{p.inserts_applied} inserts, {p.updates_applied} updates, {p.deletes_applied} deletes, "
+                    f"{p.truncates_applied} truncates"),
+        ("last change", when(p.last_change_at, p.HasField("last_change_at"))), ("buffer", buffer),
+        ("dead letters", str(p.dead_letter_count)), ("error", text_or_dash(p.error_message)),
+    ] if present else [("pipeline", "-")])
+
+
+def show_indexes(ctx: Context, indexes: Any) -> None:
+    if not indexes:
+        return
+    ctx.output.line()
+    ctx.output.table(["INDEX", "FIELDS", "UNIQUE", "ENTRIES"],
+                     [[i.name, ", ".join(i.fields), "yes" if i.unique else "no", str(i.entry_count)]
+                      for i in indexes], right=[3])
+
+
+def run_ready(ctx: Context) -> ExitCode | None:
+    args = ctx.args
+    answer = ctx.oam.call("CheckReady", oam_pb2.CheckReadyRequest(
+        source=args.source or "", table=str(args.table) if args.table else "", pipeline_id=args.pipeline or ""))
+    if ctx.json:
+        print_json(ctx, answer)
+    else:
+        ctx.output.line("ready" if answer.ready else "not ready")
+        for reason in answer.not_ready_reasons:
+            ctx.output.line(f"  - {reason}")
+    if not answer.ready:
+        raise Refused("not ready")
+    return None
+
+
+def run_sources(ctx: Context) -> ExitCode | None:
+    answer = ctx.oam.call("GetSourceInfo", oam_pb2.GetSourceInfoRequest(source_id=ctx.args.source))
+    if ctx.json:
+        return print_json(ctx, answer)
+    ctx.output.table(
+        ["SOURCE", "TYPE", "RESUMES", "ORDERING", "POSITION", "ACKED", "LAG BYTES", "LAG TIME"],
+        [[s.source_id, text_or_dash(s.source_type), "yes" if s.supports_resume else "no",
+          text_or_dash(s.ordering_guarantee), text_or_dash(s.current_position), text_or_dash(s.acked_position),
+          str(s.lag_bytes), duration_text(s.lag_time)] for s in answer.sources],
+        right=[6, 7], empty="(no source)")
+    for s in answer.sources:
+        if s.details.fields:
+            ctx.output.line()
+            ctx.output.line(f"{s.source_id} details:")
+            ctx.output.lines(f"  {k}: {format_value(v)}" for k, v in struct_to_dict(s.details).items())
+    return None
+
+
+def run_watch(ctx: Context) -> ExitCode:
+    args = ctx.args
+    request = oam_pb2.WatchStatusRequest(tables=[str(t) for t in args.tables], pipeline_ids=args.pipelines)
+    return stream_messages(ctx, ctx.oam, "WatchStatus", request, describe_event, count=args.count,
+                           duration=args.timeout)
+
+
+def describe_event(event: oam_pb2.WatchStatusResponse) -> str:
+    """One line per event: `<time>  <kind>  <what happened>`."""
+    at = timestamp_text(event.timestamp) if event.HasField("timestamp") else "-"
+    kind = event.WhichOneof("event")
+    if kind == "service_state_change":
+        e = event.service_state_change
+        text = f"service   {service_state(e.old_state)} -> {service_state(e.new_state)}"
+    elif kind == "pipeline_state_change":
+        e = event.pipeline_state_change
+        text = f"pipeline  {e.pipeline_id} {pipeline_state(e.old_state)} -> {pipeline_state(e.new_state)}"
+    elif kind == "source_state_change":
+        e = event.source_state_change
+        text = f"source    {e.source_id} {e.event_type}" + (f": {e.message}" if e.message else "")
+    elif kind == "row_change":
+        e = event.row_change
+        where = f" at {e.position}" if e.position else ""
+        xid = f" xid {e.xid}" if e.xid else ""
+        text = f"row       {e.pipeline_id} {e.action} {e.schema}.{e.table}{where}{xid}"
+    else:
+        text = "unknown   (an event this CLI does not know; use --json to see it)"
+    return f"{at}  {text}"

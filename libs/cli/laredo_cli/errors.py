@@ -1,0 +1,107 @@
+"""Exit codes scripts can rely on, and the one map from gRPC status codes to them."""
+
+from __future__ import annotations
+
+import enum
+
+import grpc
+
+
+class ExitCode(enum.IntEnum):
+    """The process exit status of every `laredo` command (documented in `laredo --help` and the README)."""
+
+    OK = 0
+    #: The server answered "no": not accepted, row not found, not ready, not deleted, replay failed.
+    REFUSED = 1
+    #: The command line is wrong (argparse), or the server rejected the request (INVALID_ARGUMENT).
+    USAGE = 2
+    #: The server cannot be reached or cannot answer now (UNAVAILABLE): retry later.
+    UNAVAILABLE = 3
+    #: What the command names does not exist: table, index, source, pipeline, snapshot, replay (NOT_FOUND).
+    NOT_FOUND = 4
+    #: The request is valid but cannot be carried out in the current state (FAILED_PRECONDITION), or a
+    #: destructive command was not confirmed with --yes.
+    PRECONDITION = 5
+    #: No answer within --timeout (DEADLINE_EXCEEDED); an administrative command may still run later.
+    TIMEOUT = 6
+    #: The server does not offer this operation (UNIMPLEMENTED).
+    UNIMPLEMENTED = 7
+    #: Any other server error (INTERNAL, UNKNOWN, ABORTED, PERMISSION_DENIED, ...).
+    SERVER_ERROR = 8
+    #: Interrupted with Ctrl-C (128 + SIGINT), except `watch` and `subscribe`, which end with 0.
+    INTERRUPTED = 130
+
+
+_BY_STATUS: dict[grpc.StatusCode, ExitCode] = {
+    grpc.StatusCode.INVALID_ARGUMENT: ExitCode.USAGE,
+    grpc.StatusCode.OUT_OF_RANGE: ExitCode.USAGE,
+    grpc.StatusCode.UNAVAILABLE: ExitCode.UNAVAILABLE,
+    grpc.StatusCode.NOT_FOUND: ExitCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION: ExitCode.PRECONDITION,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ExitCode.TIMEOUT,
+    grpc.StatusCode.UNIMPLEMENTED: ExitCode.UNIMPLEMENTED,
+}
+
+#: The exit-code table as `laredo --help` and the README show it.
+EXIT_CODE_HELP = """\
+exit codes:
+  0    success
+  1    the server answered no: not accepted, row not found, not ready, not deleted, replay failed
+  2    usage error: bad command line, or the server rejected the request (INVALID_ARGUMENT)
+  3    unavailable: server unreachable, or not able to answer yet (UNAVAILABLE); retry later
+  4    not found: the table, index, source, pipeline, snapshot or replay does not exist (NOT_FOUND)
+  5    precondition: not possible in the current state (FAILED_PRECONDITION), or a destructive
+       command (reset, snapshots restore/delete/prune, dead-letters purge) without --yes
+  6    timeout: no answer within --timeout (DEADLINE_EXCEEDED); a command may still run later
+  7    unimplemented: the server does not offer this operation yet (UNIMPLEMENTED)
+  8    any other server error (INTERNAL, UNKNOWN, ABORTED, ...)
+  130  interrupted (Ctrl-C); watch and subscribe end with 0 instead"""
+
+
+def exit_code_for(status: grpc.StatusCode | None) -> ExitCode:
+    """The exit code of a failed RPC; codes without a meaning of their own are SERVER_ERROR."""
+    if status is None:
+        return ExitCode.SERVER_ERROR
+    return _BY_STATUS.get(status, ExitCode.SERVER_ERROR)
+
+
+class CliError(Exception):
+    """A command failed: `message` goes to stderr (prefixed `laredo: `), `exit_code` ends the process."""
+
+    def __init__(self, message: str, exit_code: ExitCode) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+class Refused(CliError):
+    """The server answered "no" (accepted=false, found=false, ...): exit 1 after the answer was printed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.REFUSED)
+
+
+def rpc_failure(error: grpc.RpcError, service: str, address: str, option: str) -> CliError:
+    """A CliError for a failed call to `service` at `address`, with a hint for the codes people hit first.
+
+    `option` names how to point the CLI elsewhere (e.g. "--server or LAREDO_SERVER").
+    """
+    code = error.code() if hasattr(error, "code") else None
+    details = (error.details() if hasattr(error, "details") else None) or str(error)
+    name = code.name if code is not None else "UNKNOWN"
+    message = f"{service} at {address} answered {name}: {details}"
+    if code is grpc.StatusCode.UNAVAILABLE and _unreachable(details):
+        message = (f"cannot reach the {service} at {address} ({details}); is it running? "
+                   f"Point the CLI at it with {option}")
+    elif code is grpc.StatusCode.UNIMPLEMENTED:
+        message += " (this server does not offer this operation yet)"
+    elif code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        message += " (raise --timeout to wait longer; an administrative command may still be carried out)"
+    return CliError(message, exit_code_for(code))
+
+
+def _unreachable(details: str) -> bool:
+    lowered = details.lower()
+    return any(word in lowered for word in ("failed to connect", "connection refused", "dns resolution",
+                                             "name resolution", "errors resolving", "lookup failed",
+                                             "connect failed", "socket closed"))

@@ -1,0 +1,128 @@
+"""The StreamTail port on JetStream: an ephemeral pull consumer on one table subject, from a stream sequence.
+
+The connection is made at the first read and kept for later ones (`aclose()` ends it). Each read creates its
+own consumer (no acks, removed when the read ends, and by the server after an hour of inactivity should the
+process die first), so it never disturbs the service's live ordered consumers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+import nats
+from nats import errors as nats_errors
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from laredo_core.changes import TableId
+from laredo_core.errors import ProtocolError
+from laredo_core.rebuild.pacing import MAX_GAP_SECONDS
+from laredo_core.rebuild.tail import TailUnavailable
+from laredo_core.stream import naming
+from laredo_core.stream.codec import decode_batch
+from laredo_core.stream.feed import FeedMessage
+
+log = logging.getLogger(__name__)
+
+_FAILURES = (nats_errors.Error, OSError, asyncio.TimeoutError)
+
+
+class NatsStreamTail:
+    """The StreamTail port (laredo_core.rebuild.tail) on JetStream; `json_values` as for NatsChangeFeed."""
+
+    def __init__(self, urls: Sequence[str], subject_prefix: str, *, json_values: bool = False,
+                 client_name: str = "laredo-rebuild", batch: int = 512, fetch_timeout: float = 2.0) -> None:
+        self._urls = list(urls)
+        self._prefix = subject_prefix
+        self._json_values = json_values
+        self._client_name = client_name
+        self._batch = batch
+        self._fetch_timeout = fetch_timeout
+        self._nc: NatsClient | None = None
+        self._connecting = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is not None:
+            with contextlib.suppress(*_FAILURES):
+                await nc.close()
+
+    async def read(self, source_id: str, table: TableId, after: int, up_to: int) -> AsyncIterator[FeedMessage]:
+        if up_to <= after:
+            return
+        js = (await self._connect()).jetstream()
+        stream = naming.stream_name(self._prefix, source_id)
+        subject = naming.table_subject(self._prefix, source_id, table)
+        try:
+            info = await js.stream_info(stream)
+        except NotFoundError:
+            raise TailUnavailable(f"stream {stream} does not exist, so the tail of {table} cannot be read") from None
+        except _FAILURES as exc:
+            raise TailUnavailable(f"cannot read stream {stream} ({exc!r})") from exc
+        if info.state.last_seq < up_to:
+            raise TailUnavailable(f"stream {stream} ends at sequence {info.state.last_seq}, before {up_to}: it was "
+                                  "created again")
+        if info.state.first_seq > after + 1:
+            raise TailUnavailable(f"stream {stream} starts at sequence {info.state.first_seq}: the messages of {table} "
+                                  f"after {after} were removed by its limits; use a newer snapshot")
+        # A paced replay may wait up to MAX_GAP_SECONDS between two fetches: the consumer must outlive that.
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1,
+                                ack_policy=AckPolicy.NONE, inactive_threshold=MAX_GAP_SECONDS + 60.0)
+        try:
+            subscription = await js.pull_subscribe(subject, stream=stream, config=config)
+        except _FAILURES as exc:
+            raise TailUnavailable(f"cannot read {subject} in {stream} ({exc!r})") from exc
+        try:
+            async for message in self._messages(subscription, stream, table, up_to):
+                yield message
+        finally:
+            await _remove(js, subscription, stream)
+
+    async def _messages(self, subscription: JetStreamContext.PullSubscription, stream: str, table: TableId,
+                        up_to: int) -> AsyncIterator[FeedMessage]:
+        while True:
+            try:
+                batch = await subscription.fetch(self._batch, timeout=self._fetch_timeout)
+            except nats_errors.TimeoutError:
+                log.warning("the tail of %s in %s ended before sequence %d", table, stream, up_to)
+                return  # the caller sees the copy fall short of up_to
+            except _FAILURES as exc:
+                raise TailUnavailable(f"reading the tail of {table} in {stream} failed ({exc!r})") from exc
+            for msg in batch:
+                sequence = msg.metadata.sequence.stream
+                if sequence > up_to:
+                    return
+                try:
+                    decoded = decode_batch(msg.data, json_values=self._json_values)
+                except ProtocolError as exc:
+                    log.error("skipping undecodable message at %s stream sequence %d (subject %s): %s", stream,
+                              sequence, msg.subject, exc)
+                else:
+                    yield FeedMessage(table, decoded, sequence, msg.headers or {})
+                if sequence >= up_to:
+                    return
+
+    async def _connect(self) -> NatsClient:
+        async with self._connecting:
+            if self._nc is None or self._nc.is_closed:
+                try:
+                    self._nc = await nats.connect(servers=self._urls, name=self._client_name, connect_timeout=2,
+                                                  max_reconnect_attempts=3, allow_reconnect=True)
+                except _FAILURES as exc:
+                    raise TailUnavailable(f"cannot reach NATS at {', '.join(self._urls)} to read a stream tail "
+                                          f"({exc!r})") from exc
+            return self._nc
+
+
+async def _remove(js: JetStreamContext, subscription: JetStreamContext.PullSubscription, stream: str) -> None:
+    """Drop the consumer at once (the server would after its inactive threshold anyway)."""
+    with contextlib.suppress(*_FAILURES):
+        info = await subscription.consumer_info()
+        await js.delete_consumer(stream, info.name)
+    with contextlib.suppress(*_FAILURES):
+        await subscription.unsubscribe()

@@ -1,0 +1,165 @@
+"""Fan-out tables as rebuild targets (OAM RestoreSnapshot / StartReplay): a private copy, then a re-baseline.
+
+The copy is a TableReplica of its own fed by a Replicator of its own, so it applies the stream tail exactly as
+the live table does (replays skipped by position, baselines, re-keying), without encoding rows for clients.
+The install is an ingest-style baseline generation on the live state: every row of the copy is applied as a
+baseline row (an equal row changes nothing), then the rows the copy lacks are deleted. Each difference is a
+journal entry with the next contiguous sequence, at the position of the last change the live table applied
+(a rebuild changes no source position), so connected clients receive the differences as ordinary changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from laredo_core.changes import Action, ColumnInfo, RowChange, TableId
+from laredo_core.position import Position
+from laredo_core.snapshots.format import SnapshotManifest
+from laredo_core.stream.feed import FeedMessage
+
+from laredo_fanout.application.replicator import Replicator
+from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
+from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.domain.table_state import RowEffect, StoredRow
+from laredo_fanout.ports import Clock, SyncEncoder
+
+log = logging.getLogger(__name__)
+
+_COPY_LIMITS = ReplicaLimits(journal_max_entries=1, journal_max_age=0.0, heartbeat_interval=5.0, max_clients=0)
+
+
+class FanoutRebuildTarget:
+    """One fan-out table as laredo_core.rebuild.runner.RebuildTarget."""
+
+    def __init__(self, replica: TableReplica, encoder: SyncEncoder, clock: Clock) -> None:
+        self.replica = replica
+        self._encoder = encoder
+        self._clock = clock
+
+    @property
+    def table(self) -> TableId:
+        return self.replica.table
+
+    @property
+    def source_id(self) -> str:
+        return self.replica.source_id
+
+    def stream_sequence(self) -> int:
+        return self.replica.stream_sequence
+
+    def columns(self) -> tuple[Sequence[ColumnInfo], Sequence[str]]:
+        return self.replica.columns, self.replica.state.key_columns
+
+    def installable(self) -> bool:
+        return not self.replica.state.baseline_in_progress
+
+    def scratch(self, manifest: SnapshotManifest, rows: list[dict[str, Any]]) -> FanoutScratch:
+        return FanoutScratch(self.replica, manifest, rows, self._clock)
+
+    def install(self, scratch: FanoutScratch, rebuild_id: str) -> FanoutInstallation:  # type: ignore[override]
+        return FanoutInstallation(self.replica, scratch.rows(), rebuild_id, self._encoder, self._clock)
+
+
+class FanoutScratch:
+    """The private copy: the snapshot's rows, then the tail applied by a Replicator of its own."""
+
+    def __init__(self, live: TableReplica, manifest: SnapshotManifest, rows: list[dict[str, Any]],
+                 clock: Clock) -> None:
+        self._copy = TableReplica(live.source_id, live.table, _COPY_LIMITS, _UNENCODED)
+        self._copy.restore(manifest, rows)
+        self._replicator = Replicator({live.table: self._copy}, _UNENCODED, clock, _UNTRACED)
+
+    @property
+    def stream_sequence(self) -> int:
+        return self._copy.stream_sequence
+
+    def apply(self, message: FeedMessage) -> int:
+        self._replicator.on_batch(message)
+        return len(message.batch.changes)
+
+    def rows(self) -> list[StoredRow]:
+        return self._copy.state.rows()
+
+
+class FanoutInstallation:
+    """The copy's rows into the live state as one baseline generation, `step()` by `step()`."""
+
+    def __init__(self, replica: TableReplica, rows: list[StoredRow], rebuild_id: str, encoder: SyncEncoder,
+                 clock: Clock) -> None:
+        self._replica = replica
+        self._rows = rows
+        self._next = 0
+        self._generation = f"rebuild:{rebuild_id}"
+        self._encoder = encoder
+        self._clock = clock
+        self._position = replica.applied_position or Position(0, 0)
+        self._done = False
+        self.changes = 0
+        self.skipped = 0
+        replica.state.begin_baseline(self._generation)
+
+    def step(self, limit: int) -> bool:
+        if self._done:
+            return True
+        state, start, appended = self._replica.state, self._next, 0
+        self._next = end = min(start + limit, len(self._rows))
+        for row in self._rows[start:end]:
+            try:
+                effect = state.apply_baseline_row(self._generation, RowChange(self._position, Action.INSERT, None,
+                                                                              dict(row.values)))
+            except KeyError as exc:  # the copy's row lacks a key column of the live table (skip_meta_check)
+                self.skipped += 1
+                log.warning("%s: a rebuilt row is not installed: %s", self._replica.table, exc)
+                continue
+            if effect is not None:
+                self._journal(effect)
+                appended += 1
+        if end == len(self._rows):
+            for effect in state.end_baseline(self._generation):
+                self._journal(effect)
+                appended += 1
+            self._done = True
+        if appended:
+            self.changes += appended
+            self._replica.notify_appended()
+        return self._done
+
+    def finish(self) -> None:
+        self.step(len(self._rows))
+
+    def _journal(self, effect: RowEffect) -> None:
+        journal, now = self._replica.journal, self._clock.now()
+        sequence, commit_time = journal.next_sequence, int(now * 1_000_000)
+        encoded = self._encoder.journal_entry(sequence=sequence, position=str(self._position),
+                                              commit_time_unix_us=commit_time, xid=0, action=effect.action,
+                                              old=effect.old, new=effect.new)
+        journal.append(JournalEntry(sequence, self._position, commit_time, 0, effect.action, effect.old, effect.new,
+                                    now, encoded), now)
+
+
+class _Unencoded:
+    """The SyncEncoder of a private copy: nobody receives its messages, so nothing is encoded."""
+
+    def encode_row(self, values: Mapping[str, Any]) -> bytes:
+        return b""
+
+    def journal_entry(self, **fields: Any) -> bytes:
+        return b""
+
+    def schema_change(self, **fields: Any) -> bytes:
+        return b""
+
+
+class _Untraced:
+    def applying(self, message: FeedMessage) -> AbstractContextManager[object | None]:
+        return nullcontext(None)
+
+    def entries_sent(self, table: TableId, client_id: str, entries: Sequence[JournalEntry]) -> None:
+        return None
+
+
+_UNENCODED: Any = _Unencoded()
+_UNTRACED: Any = _Untraced()

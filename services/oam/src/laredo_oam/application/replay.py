@@ -1,0 +1,223 @@
+"""Rebuilds of live tables from snapshots (RestoreSnapshot, StartReplay) and their status and stopping.
+
+OAM picks the fan-out and query instances that report the snapshot's table, records the rebuild (which
+instances were asked) as the result of the record id `<rebuild id>` in the coordination store, and sends each
+instance a RESTORE or REPLAY command (laredo_core.rebuild.records). An instance answers once it has started
+(snapshot found, columns checked); the wait is bounded by `command_timeout`. Progress comes from the
+instances' heartbeats (`replays[<id>]`), the outcome of an instance that forgot the rebuild from its outcome
+record (records.outcome_id). StopReplay sends STOP_REPLAY to the instances still running it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from laredo_core.changes import TableId
+from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus
+from laredo_core.rebuild.pacing import ReplaySpeed
+from laredo_core.rebuild.records import (
+    RebuildKind,
+    RebuildPhase,
+    RebuildReport,
+    RebuildRequest,
+    RebuildState,
+    outcome_id,
+)
+
+from laredo_oam.application.reports import Reports
+from laredo_oam.application.snapshots import Snapshots, StoredSnapshot, parse_table
+from laredo_oam.domain.catalog import Catalog, PipelineKey
+from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
+from laredo_oam.domain.states import TARGET_SERVICES
+from laredo_oam.ports import CoordinationStore
+
+REBUILD_SERVICES = ("fanout", "query")
+_COMMANDS = {RebuildKind.RESTORE: CommandKind.RESTORE, RebuildKind.REPLAY: CommandKind.REPLAY}
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What the asked instances answered: accepted only if every one of them started."""
+
+    rebuild_id: str
+    accepted: bool
+    message: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildStatus:
+    """One rebuild over every instance that carries it out; `instances` by `<service>:<instance id>`."""
+
+    rebuild_id: str
+    state: RebuildState
+    rows_replayed: int
+    elapsed: float  # seconds from the first start to the last end (or to now while running)
+    instances: Mapping[str, RebuildReport] = field(default_factory=dict)
+
+
+class RebuildLauncher:
+    """Starts, follows and stops rebuilds through the coordination store (see the module docstring)."""
+
+    def __init__(self, store: CoordinationStore, *, command_timeout: float = 10.0) -> None:
+        self._store = store
+        self.command_timeout = command_timeout
+
+    async def start(self, kind: RebuildKind, snapshot: StoredSnapshot, services: Sequence[str], *,
+                    speed: ReplaySpeed | None = None, skip_meta_check: bool = False) -> Started:
+        table = snapshot.table
+        reports = await Reports.read(self._store)
+        targets = [f"{i.service}:{i.instance_id}" for service in services for i in reports.of(service)
+                   if _reports_table(i.status, table)]
+        if not targets:
+            return Started("", False, f"no {' or '.join(services)} instance serves {table}: nothing to {kind.value}")
+        rebuild_id = f"{kind.value}-{uuid.uuid4().hex[:12]}"
+        request = RebuildRequest(rebuild_id, kind, snapshot.snapshot_id, table, speed or ReplaySpeed.full(),
+                                 skip_meta_check)
+        await self._record(request, targets)
+        sent = [(target, await self._store.send_command(target, _COMMANDS[kind], request.to_args()))
+                for target in targets]
+        results = await asyncio.gather(*(self._store.command_result(cid, self.command_timeout) for _, cid in sent))
+        missing = [target for (target, _), result in zip(sent, results, strict=True) if result is None]
+        if missing:
+            raise CommandTimedOut(f"{kind.value} {rebuild_id}: no answer from {', '.join(missing)} within "
+                                  f"{self.command_timeout:g}s; the command stays queued and runs when the instance "
+                                  f"reads it; GetReplayStatus({rebuild_id!r}) shows what happens")
+        answered = [(target, r) for (target, _), r in zip(sent, results, strict=True) if r is not None]
+        accepted = all(r.status is CommandStatus.SUCCEEDED for _, r in answered)
+        warnings = _unique(w for _, r in answered for w in r.details.get("warnings") or ())
+        what = f"{kind.value} {rebuild_id} of {table} from snapshot {snapshot.snapshot_id}"
+        if accepted:
+            message = (f"{what} started on {', '.join(targets)}; GetReplayStatus({rebuild_id!r}) shows its progress")
+        else:
+            message = f"{what}: " + "; ".join(f"{target}: {r.status.value}" + (f" ({r.message})" if r.message else "")
+                                              for target, r in answered)
+        return Started(rebuild_id, accepted, message, warnings)
+
+    async def status(self, rebuild_id: str) -> RebuildStatus:
+        """The rebuild's state over its instances; NotFound when no record and no instance knows the id."""
+        if not rebuild_id.strip():
+            raise InvalidRequest("replay_id is required: StartReplay (or RestoreSnapshot's message) gives it")
+        record = await self._store.command_result(rebuild_id, 0)
+        reports = await Reports.read(self._store)
+        live = {f"{i.service}:{i.instance_id}": i for i in reports.instances}
+        running = {name: RebuildReport.from_json(rebuild_id, i.status["replays"][rebuild_id])
+                   for name, i in live.items() if _replays(i.status).get(rebuild_id)}
+        asked = list(record.details.get("instances") or ()) if record is not None else list(running)
+        if not asked:
+            raise NotFound(f"replay {rebuild_id!r} not found: no record of it (records are kept for an hour) and no "
+                           "instance reports it")
+        found = {name: running.get(name) or await self._outcome(rebuild_id, name, name in live) for name in asked}
+        started_ms = int(record.details.get("started_unix_ms", 0)) if record is not None else 0
+        return _combined(rebuild_id, found, started_ms)
+
+    async def stop(self, rebuild_id: str) -> bool:
+        """Stop the rebuild where it runs; True when it is stopped (now or before)."""
+        status = await self.status(rebuild_id)
+        if status.state is not RebuildState.RUNNING:
+            return status.state is RebuildState.STOPPED
+        targets = [name for name, report in status.instances.items() if report.state is RebuildState.RUNNING]
+        sent = [await self._store.send_command(t, CommandKind.STOP_REPLAY, {"rebuild_id": rebuild_id}) for t in targets]
+        results = await asyncio.gather(*(self._store.command_result(cid, self.command_timeout) for cid in sent))
+        if any(r is None for r in results):
+            raise CommandTimedOut(f"stopping {rebuild_id}: not every instance answered within "
+                                  f"{self.command_timeout:g}s; GetReplayStatus({rebuild_id!r}) shows whether it stopped")
+        return any(r is not None and r.details.get("state") == RebuildState.STOPPED.value for r in results)
+
+    async def _record(self, request: RebuildRequest, targets: list[str]) -> None:
+        details = {"instances": targets, "kind": request.kind.value, "table": str(request.table),
+                   "snapshot_id": request.snapshot_id, "started_unix_ms": int(time.time() * 1000)}
+        record = CommandResult(request.rebuild_id, CommandStatus.SUCCEEDED, f"{request.kind.value} of {request.table}",
+                               details, executed_by="oam")
+        await self._store.complete_command(Command(request.rebuild_id, "oam", _COMMANDS[request.kind]), record)
+
+    async def _outcome(self, rebuild_id: str, name: str, alive: bool) -> RebuildReport:
+        service, _, instance_id = name.partition(":")
+        result = await self._store.command_result(outcome_id(rebuild_id, service, instance_id), 0)
+        if result is not None:
+            return RebuildReport.from_json(rebuild_id, result.details)
+        # Alive but not reporting it yet (its next heartbeat will), or gone without an outcome.
+        state = RebuildState.RUNNING if alive else RebuildState.ERROR
+        message = "" if alive else f"{name} stopped reporting before the rebuild ended"
+        return RebuildReport(rebuild_id, RebuildKind.REPLAY, TableId("", ""), "", state, RebuildPhase.WAITING, 0, 0, 0,
+                             message=message)
+
+
+class Replays:
+    """StartReplay, GetReplayStatus and StopReplay."""
+
+    def __init__(self, snapshots: Snapshots | None, launcher: RebuildLauncher, catalog: Catalog) -> None:
+        self._snapshots = snapshots
+        self._launcher = launcher
+        self._catalog = catalog
+
+    async def start(self, snapshot_id: str, pipeline_id: str, speed: str, tables: Sequence[str]) -> Started:
+        if not snapshot_id.strip():
+            raise InvalidRequest("snapshot_id is required: ListSnapshots shows the retained snapshots")
+        try:
+            pace = ReplaySpeed.parse(speed)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        wanted = [parse_table(t, "tables entry") for t in tables]
+        key = self._pipeline(pipeline_id) if pipeline_id.strip() else None
+        if self._snapshots is None:
+            raise PreconditionFailed("no snapshot store is configured, so there is nothing to replay")
+        snapshot = await self._snapshots.find(snapshot_id)
+        if key is not None and key.table != snapshot.table:
+            raise InvalidRequest(f"snapshot {snapshot_id!r} holds {snapshot.table}, not {key.table} of pipeline "
+                                 f"{pipeline_id!r}")
+        if wanted and snapshot.table not in wanted:
+            raise InvalidRequest(f"snapshot {snapshot_id!r} holds only {snapshot.table}; tables names "
+                                 f"{', '.join(map(str, wanted))}")
+        services = (TARGET_SERVICES[key.target_type],) if key is not None else REBUILD_SERVICES
+        return await self._launcher.start(RebuildKind.REPLAY, snapshot, services, speed=pace)
+
+    async def status(self, replay_id: str) -> RebuildStatus:
+        return await self._launcher.status(replay_id)
+
+    async def stop(self, replay_id: str) -> bool:
+        return await self._launcher.stop(replay_id)
+
+    def _pipeline(self, pipeline_id: str) -> PipelineKey:
+        key = PipelineKey.parse(pipeline_id)
+        if key not in self._catalog.pipelines():
+            raise NotFound(f"pipeline {pipeline_id!r} is not configured; configured: "
+                           f"{', '.join(p.pipeline_id for p in self._catalog.pipelines()) or 'none'}")
+        if TARGET_SERVICES.get(key.target_type) not in REBUILD_SERVICES:
+            raise InvalidRequest(f"pipeline {pipeline_id!r}: replays run on replication-fanout and indexed-memory "
+                                 f"targets, not {key.target_type}")
+        return key
+
+
+def _combined(rebuild_id: str, found: Mapping[str, RebuildReport], started_ms: int) -> RebuildStatus:
+    states = {r.state for r in found.values()}
+    state = next((s for s in (RebuildState.ERROR, RebuildState.RUNNING, RebuildState.STOPPED) if s in states),
+                 RebuildState.COMPLETED)
+    starts = [r.started_unix_ms for r in found.values() if r.started_unix_ms] or [started_ms or _now_ms()]
+    ends = [r.finished_unix_ms for r in found.values()]
+    end = max(ends) if state is not RebuildState.RUNNING and all(ends) else _now_ms()
+    return RebuildStatus(rebuild_id, state, min(r.rows_replayed for r in found.values()),
+                         max(0.0, (end - min(starts)) / 1000), dict(found))
+
+
+def _reports_table(status: Mapping[str, Any], table: TableId) -> bool:
+    tables = status.get("tables")
+    return isinstance(tables, Mapping) and str(table) in tables
+
+
+def _replays(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    replays = status.get("replays")
+    return replays if isinstance(replays, Mapping) else {}
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,174 @@
+"""Snapshot management: find, list, delete and prune the snapshots in the configured stores; create through fan-out.
+
+Each table's store is the one its replication-fanout target's `snapshot` section names (several tables may
+share one). A store is searched for the tables configured with it and for every other table it holds (a
+table removed from the configuration keeps its snapshots until they are deleted). Snapshot ids are unique
+per writer, so `find` returns the first snapshot with the id. Store failures become SnapshotStoreFailed,
+naming the store and the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from laredo_core.changes import TableId
+from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotStoreUnavailable
+from laredo_core.snapshots.format import SnapshotManifest
+from laredo_core.snapshots.store import SnapshotStore
+
+from laredo_oam.application.snapshot_creation import Created, SnapshotCreation
+from laredo_oam.domain.catalog import Catalog
+from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed, SnapshotStoreFailed
+from laredo_oam.ports import CoordinationStore
+
+FANOUT_TARGET = "replication-fanout"
+HOW_TO_CONFIGURE = ("add snapshot { store = local, store_config { path = ... } } (or store = s3 with "
+                    "store_config { bucket, endpoint }) to the table's replication-fanout target; see "
+                    "docs/configuration.md")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPlace:
+    """A configured snapshot store and how people name it."""
+
+    store: SnapshotStore
+    store_type: str  # local | s3 | memory
+    location: str  # the directory, or s3://bucket/prefix
+
+    def __str__(self) -> str:
+        return f"{self.store_type} snapshot store {self.location}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSnapshot:
+    """One snapshot, where it is kept, and the target type that wrote it."""
+
+    table: TableId
+    manifest: SnapshotManifest
+    place: SnapshotPlace
+    target_type: str = FANOUT_TARGET
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.manifest.snapshot_id
+
+    @property
+    def store(self) -> SnapshotStore:
+        return self.place.store
+
+
+def parse_table(text: str, field: str = "table") -> TableId:
+    """A request's "schema.table" (both parts required); InvalidRequest otherwise."""
+    try:
+        return TableId.parse(text.strip())
+    except ValueError:
+        raise InvalidRequest(f"{field} {text!r} is malformed: expected 'schema.table', e.g. 'public.users'") from None
+
+
+class Snapshots:
+    """The snapshot RPCs' use cases. `places`: the store of every table configured with one."""
+
+    def __init__(self, places: Mapping[TableId, SnapshotPlace], catalog: Catalog, coordination: CoordinationStore,
+                 *, command_timeout: float = 10.0) -> None:
+        self._places = dict(places)
+        self._catalog = catalog
+        self._creation = SnapshotCreation(coordination, catalog, tuple(self._places), command_timeout=command_timeout)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self._places)
+
+    async def create(self, tables: Sequence[str], user_meta: Mapping[str, Any]) -> Created:
+        """CreateSnapshot: the named tables (none: every table with a store) by a live fan-out instance each."""
+        self._require_stores()
+        return await self._creation.create([parse_table(t, "tables entry") for t in tables], user_meta)
+
+    async def find(self, snapshot_id: str) -> StoredSnapshot:
+        """The snapshot with this id, in whichever store and table holds it; NotFound when none does."""
+        if not snapshot_id.strip():
+            raise InvalidRequest("snapshot_id is required: ListSnapshots shows the ids of the retained snapshots")
+        self._require_stores()
+        for place, table in await self._holdings():
+            manifest = await _io(place, f"reading snapshot {snapshot_id!r} of {table}",
+                                 place.store.read_manifest(table, snapshot_id))
+            if manifest is not None:
+                return StoredSnapshot(table, manifest, place)
+        stores = ", ".join(sorted({str(p) for p in self._places.values()}))
+        raise NotFound(f"snapshot {snapshot_id!r} not found in {stores}; ListSnapshots shows the retained ones")
+
+    async def list(self, table: str = "", limit: int = 0) -> list[StoredSnapshot]:
+        """Every snapshot (of one table when named), newest first; at most `limit` (0: all)."""
+        if limit < 0:
+            raise InvalidRequest(f"limit must be 0 (no limit) or positive, got {limit}")
+        found = await self._snapshots(parse_table(table) if table.strip() else None)
+        return found[:limit] if limit else found
+
+    async def delete(self, snapshot_id: str) -> bool:
+        found = await self.find(snapshot_id)
+        await _io(found.place, f"deleting snapshot {snapshot_id!r} of {found.table}",
+                  found.store.delete_snapshot(found.table, found.snapshot_id))
+        return True
+
+    async def prune(self, keep: int, table: str = "") -> int:
+        """Delete all but the newest `keep` snapshots of each table (or of one); the number deleted."""
+        if keep <= 0:
+            raise InvalidRequest(f"keep must be at least 1 (the newest snapshots kept per table), got {keep}")
+        by_table: dict[TableId, list[StoredSnapshot]] = {}
+        for snapshot in await self._snapshots(parse_table(table) if table.strip() else None):
+            by_table.setdefault(snapshot.table, []).append(snapshot)  # newest first within each table
+        deleted = 0
+        for snapshots in by_table.values():
+            for old in snapshots[keep:]:
+                await _io(old.place, f"deleting snapshot {old.snapshot_id!r} of {old.table}",
+                          old.store.delete_snapshot(old.table, old.snapshot_id))
+                deleted += 1
+        return deleted
+
+    async def _snapshots(self, wanted: TableId | None) -> list[StoredSnapshot]:
+        self._require_stores()
+        holdings = await self._holdings()
+        if wanted is not None:
+            holdings = [(p, t) for p, t in holdings if t == wanted]
+            if not holdings:
+                self._unknown_table(wanted)
+        found = []
+        for place, table in holdings:
+            manifests = await _io(place, f"listing the snapshots of {table}", place.store.list_snapshots(table))
+            found += [StoredSnapshot(table, m, place) for m in manifests]
+        return sorted(found, key=lambda s: (s.manifest.created_at, s.snapshot_id), reverse=True)
+
+    async def _holdings(self) -> list[tuple[SnapshotPlace, TableId]]:
+        """Every (store, table) to look in: the tables configured with each store, then any other it holds."""
+        pairs = {(place, table): None for table, place in self._places.items()}
+        for place in dict.fromkeys(self._places.values()):
+            for table in await _io(place, "listing its tables", place.store.list_tables()):
+                pairs.setdefault((place, table), None)
+        return list(pairs)
+
+    def _require_stores(self) -> None:
+        if not self._places:
+            raise PreconditionFailed(f"no snapshot store is configured for any table: {HOW_TO_CONFIGURE}")
+
+    def _unknown_table(self, table: TableId) -> None:
+        if self._catalog.tables_named(table):
+            raise PreconditionFailed(f"table {table} has no snapshot store and no store holds snapshots of it: "
+                                     f"{HOW_TO_CONFIGURE}")
+        raise NotFound(f"table {table} is not configured and no snapshot store holds snapshots of it; "
+                       f"tables with snapshot stores: {_names(self._places)}")
+
+
+def _names(tables: Iterable[TableId]) -> str:
+    return ", ".join(sorted(str(t) for t in tables)) or "none"
+
+
+async def _io(place: SnapshotPlace, doing: str, call: Awaitable[T]) -> T:
+    try:
+        return await call
+    except SnapshotStoreUnavailable as exc:
+        raise SnapshotStoreFailed(f"{place} failed while {doing}: {exc}; check that the store is reachable "
+                                  "and writable") from exc
+    except SnapshotCorrupt as exc:
+        raise SnapshotStoreFailed(f"{place} holds a damaged snapshot ({doing}): {exc}") from exc
