@@ -3,7 +3,8 @@
 Run as `python -m tests.e2e.client_swarm --address HOST:PORT --schema S --table T --clients N --name P`.
 It prints `{"ready": true, ...}` once every client is ready (or `{"ready": false, "error": ...}`), then answers
 each stdin line: `report` -> one JSON line with per-client row hash and counters; `stop` -> stops and exits.
-Rows are hashed with `rows_hash`, which the test applies to `SELECT` results the same way.
+Rows are hashed with `rows_hash`, which the test applies to `SELECT` results the same way; a client's hash is
+null until it applied nothing between two reports (see SettledHashes).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from laredo_client import BackoffPolicy, LaredoClient
+from laredo_client.options import DEFAULT_MAX_BATCH_SIZE
 
 COLUMNS = ("id", "name", "qty", "note")
 READY_TIMEOUT = 120.0
@@ -33,10 +35,31 @@ def client_rows(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     return [tuple(row.get(c) for c in COLUMNS) for row in rows]
 
 
-def describe(name: str, client: LaredoClient) -> dict[str, Any]:
+class SettledHashes:
+    """Row hashes, computed only for clients that applied nothing since the previous report: hashing every
+    replica on every report would take the CPU the clients need to catch up. A client still applying reports
+    None, which equals no table hash."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[tuple[Any, ...], str | None]] = {}
+
+    def of(self, name: str, client: LaredoClient) -> str | None:
+        stats = client.stats
+        mark = (client.last_source_position, stats.entries_applied, stats.entries_skipped, stats.full_snapshots,
+                client.count())
+        previous = self._last.get(name)
+        if previous is None or previous[0] != mark:
+            self._last[name] = (mark, None)
+            return None
+        if previous[1] is None:
+            self._last[name] = (mark, rows_hash(client_rows(client.all())))
+        return self._last[name][1]
+
+
+def describe(name: str, client: LaredoClient, hashes: SettledHashes) -> dict[str, Any]:
     stats = client.stats
     return {
-        "client": name, "hash": rows_hash(client_rows(client.all())), "rows": client.count(),
+        "client": name, "hash": hashes.of(name, client), "rows": client.count(),
         "position": client.last_source_position, "ready": client.ready, "status": client.status,
         "failure": str(client.failure) if client.failure else None,
         "full_resyncs": stats.full_resyncs, "full_snapshots": stats.full_snapshots, "handoffs": stats.handoffs,
@@ -56,6 +79,7 @@ async def serve(args: argparse.Namespace) -> None:
     names = [f"{args.name}-{i}" for i in range(args.clients)]
     clients = {name: LaredoClient(args.address, args.schema, args.table, client_id=name,
                                   max_batch_size=args.max_batch_size, backoff=backoff) for name in names}
+    hashes = SettledHashes()
     started = time.monotonic()
     for client in clients.values():
         await client.start()
@@ -64,11 +88,11 @@ async def serve(args: argparse.Namespace) -> None:
         emit({"ready": True, "seconds": round(time.monotonic() - started, 2)})
     except Exception as exc:  # noqa: BLE001 - reported to the driving test, which fails with it
         emit({"ready": False, "error": f"{type(exc).__name__}: {exc}",
-              "clients": [describe(n, c) for n, c in clients.items()]})
+              "clients": [describe(n, c, hashes) for n, c in clients.items()]})
     try:
         while line := (await asyncio.to_thread(sys.stdin.readline)).strip():
             if line == "report":
-                emit({"clients": [describe(n, c) for n, c in clients.items()]})
+                emit({"clients": [describe(n, c, hashes) for n, c in clients.items()]})
             elif line == "stop":
                 break
     finally:
@@ -82,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--table", required=True)
     parser.add_argument("--clients", type=int, default=25)
     parser.add_argument("--name", default="swarm")
-    parser.add_argument("--max-batch-size", type=int, default=100)
+    parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {args.name} %(levelname)s %(name)s: %(message)s")

@@ -1,24 +1,26 @@
 """Rolling restart of three fan-out instances under load: 100 library clients behind a load balancer, changes
-flowing at LAREDO_ROLLING_RATE changes/s; each instance in turn is taken out of rotation, drained by SIGTERM
-with --drain-grace, restarted and put back. Every client must end with a replica equal to the table, and no
-client may have needed a full re-sync after its initial snapshot.
+flowing at LAREDO_ROLLING_RATE changes/s (default 1,000, the acceptance load); each instance in turn is taken
+out of rotation, drained by SIGTERM with --drain-grace, restarted and put back. Every client must end with a
+replica equal to the table, and no client may have needed a full re-sync after its initial snapshot.
 
-The default rate is 200 changes/s: on a 2-core machine the 100 Python clients together apply about 31,000
-changes/s next to PostgreSQL, ingest and three fan-outs, so 1,000 changes/s (100,000 client applies/s) cannot
-be sustained here; LAREDO_ROLLING_RATE=1000 runs the full load on a machine with more cores."""
+At 1,000 changes/s the 100 clients (4 processes of 25) apply 100,000 journal entries/s between them, next to
+PostgreSQL, NATS, ingest and three fan-outs on the same machine: the client library decodes entries from the
+wire bytes by hand and the clients of one process share decoded rows (bench/client_apply.py measures it). The
+writer runs in a process of its own so that the test process's own load cannot slow it down; if the machine
+still cannot sustain the rate (other work on it), the test says so rather than passing at a lower load."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import signal
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,9 @@ from tests.e2e.harness import ServiceProcess, create_table, free_port, mixed_cha
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TARGET_RATE = int(os.environ.get("LAREDO_ROLLING_RATE", "200"))  # changes/s; see the module docstring
+TARGET_RATE = int(os.environ.get("LAREDO_ROLLING_RATE", "1000"))  # changes/s; see the module docstring
 CHANGES_PER_TXN = 10
+MAX_TXNS_PER_ROUND_TRIP = 20  # a writer behind its schedule sends up to this many transactions at once
 INITIAL_ROWS = 2_000
 SWARMS, CLIENTS_PER_SWARM = 4, 25
 DRAIN_GRACE = 10.0
@@ -59,60 +62,89 @@ class RotatingBalancer(TcpBalancer):
         await super()._accept(reader, writer)
 
 
-@dataclass
 class PacedWriter:
-    """Inserts, updates and deletes in transactions of CHANGES_PER_TXN, paced to `rate` changes/s."""
+    """Inserts, updates and deletes in transactions of CHANGES_PER_TXN, paced to `rate` changes/s, from a process
+    of its own: in the test process the balancer relays every client's bytes, and a writer thread waiting there
+    for the GIL after each round trip would fall behind for reasons that have nothing to do with Laredo."""
 
-    dsn: str
-    table: str
-    rate: int
-    changes: int = 0
-    worst_lag: float = 0.0  # seconds the writer fell behind its schedule, at worst
-    elapsed: float = 0.0
-    error: BaseException | None = None
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    def __init__(self, dsn: str, table: str, rate: int) -> None:
+        self.dsn, self.table, self.rate = dsn, table, rate
+        self.elapsed = 0.0
+        self.worst_lag = 0.0  # seconds the writer fell behind its schedule, at worst
+        context = multiprocessing.get_context("spawn")
+        self._changes = context.Value("q", 0, lock=False)
+        self._behind = context.Value("d", 0.0, lock=False)
+        self._stop = context.Event()
+        self._results: multiprocessing.SimpleQueue[dict[str, Any]] = context.SimpleQueue()
+        self._process = context.Process(target=write_paced, name="paced-writer", daemon=True, args=(
+            dsn, table, rate, self._changes, self._behind, self._stop, self._results))
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="paced-writer", daemon=True)
-        self._thread.start()
+        self._process.start()
+
+    @property
+    def changes(self) -> int:
+        return int(self._changes.value)
+
+    @property
+    def behind(self) -> float:
+        """Seconds the writer is behind its schedule now."""
+        return float(self._behind.value)
+
+    @property
+    def error(self) -> str | None:
+        """Why the writer stopped early (it never stops by itself otherwise)."""
+        if self._process.is_alive() or self._stop.is_set():
+            return None
+        return f"the paced writer exited with {self._process.exitcode}"
 
     def stop(self) -> None:
         self._stop.set()
-        assert self._thread is not None
-        self._thread.join(30)
-        if self.error is not None:
-            raise self.error
+        self._process.join(30)
+        if self._results.empty():
+            raise AssertionError(f"the paced writer exited with {self._process.exitcode} and reported nothing")
+        result = self._results.get()
+        if result["error"]:
+            raise AssertionError(f"the paced writer failed: {result['error']}")
+        self.elapsed, self.worst_lag = result["elapsed"], result["worst_lag"]
 
     @property
     def sustained_rate(self) -> float:
         return self.changes / self.elapsed if self.elapsed else 0.0
 
-    def _run(self) -> None:
-        try:
-            self._write()
-        except BaseException as exc:  # noqa: BLE001 - re-raised by stop() in the test
-            self.error = exc
 
-    def _write(self) -> None:
-        rnd = random.Random(41)
-        interval = CHANGES_PER_TXN / self.rate
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            live = [r[0] for r in conn.execute(f"SELECT id FROM {self.table}")]
+def write_paced(dsn: str, table: str, rate: int, changes: Any, behind: Any, stop: Any, results: Any) -> None:
+    """PacedWriter's process. The transactions due go to PostgreSQL as one pipeline, one round trip: on time
+    that is one transaction, and after a stall (the machine busy restarting an instance) the writer catches up
+    without a round trip per transaction."""
+    rnd = random.Random(41)
+    interval = CHANGES_PER_TXN / rate
+    started, elapsed, worst_lag, error = time.monotonic(), 0.0, 0.0, ""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            live = [r[0] for r in conn.execute(f"SELECT id FROM {table}")]
             next_id = max(live) + 1
             started = time.monotonic()
             txn = 0
-            while not self._stop.is_set():
-                due = started + txn * interval
-                lag = time.monotonic() - due
-                self.worst_lag = max(self.worst_lag, lag)
-                if lag < 0 and self._stop.wait(-lag):  # pacing to the schedule, not waiting for a condition
-                    break
-                with conn.transaction():
-                    next_id = mixed_changes(conn, self.table, rnd, live, next_id, CHANGES_PER_TXN, min_rows=100)
-                txn += 1
-                self.changes += CHANGES_PER_TXN
-                self.elapsed = time.monotonic() - started
+            while not stop.is_set():
+                lag = time.monotonic() - (started + txn * interval)
+                worst_lag, behind.value = max(worst_lag, lag), max(lag, 0.0)
+                if lag < 0:
+                    if stop.wait(-lag):  # pacing to the schedule, not waiting for a condition
+                        break
+                    continue
+                due = min(int(lag / interval) + 1, MAX_TXNS_PER_ROUND_TRIP)
+                with conn.pipeline():
+                    for _ in range(due):
+                        conn.execute("BEGIN")
+                        next_id = mixed_changes(conn, table, rnd, live, next_id, CHANGES_PER_TXN, min_rows=100)
+                        conn.execute("COMMIT")
+                txn += due
+                changes.value += due * CHANGES_PER_TXN
+                elapsed = time.monotonic() - started
+    except BaseException as exc:  # noqa: BLE001 - reported to the test, which fails with it
+        error = f"{type(exc).__name__}: {exc}"
+    results.put({"elapsed": elapsed, "worst_lag": worst_lag, "error": error})
 
 
 class Swarm:
@@ -127,7 +159,7 @@ class Swarm:
         schema, name = table.split(".")
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tests.e2e.client_swarm", "--address", address, "--schema", schema,
-            "--table", name, "--clients", str(CLIENTS_PER_SWARM), "--name", self.name, "--max-batch-size", "100",
+            "--table", name, "--clients", str(CLIENTS_PER_SWARM), "--name", self.name,
             cwd=REPO_ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=self.log_path.open("ab"), limit=16 * 1024 * 1024)
 
@@ -257,6 +289,8 @@ async def test_rolling_restart_of_three_fanouts_needs_no_full_resync(cluster: Cl
     steps = []
     for fanout, address in zip(cluster.fanouts, cluster.addresses, strict=True):
         steps.append(await roll(fanout, address, balancer))
+    await eventually(lambda: writer.behind < 0.5 or writer.error, timeout=30,
+                     what="the writer back on its schedule once every instance is back")
     writer.stop()
     expected = await asyncio.to_thread(table_hash, cluster.dsn, cluster.table)
 

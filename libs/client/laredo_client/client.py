@@ -16,9 +16,10 @@ from laredo_client.backoff import Backoff
 from laredo_client.client_replica import ClientReplica, Listener
 from laredo_client.errors import ClientFailed
 from laredo_client.indexed_state import PRIMARY_LOOKUP, Row
-from laredo_client.options import BackoffPolicy, ClientOptions, Filter, Index
+from laredo_client.options import DEFAULT_MAX_BATCH_SIZE, BackoffPolicy, ClientOptions, Filter, Index
 from laredo_client.persistence import LocalSnapshot, load_local_snapshot, save_local_snapshot
 from laredo_client.replication_loop import ReplicationLoop
+from laredo_client.server_snapshot import bootstrap_from_server_snapshot
 from laredo_client.stats import ClientStats
 from laredo_client.values import Column
 
@@ -31,9 +32,12 @@ class LaredoClient:
     Options: `local_snapshot_path` (saved on stop, loaded on start, so a restart resumes by DELTA);
     `lookup_fields` (the unique index `lookup()` reads; the primary key when empty); `indexes` (named
     unique and non-unique secondary indexes for `lookup_all()`); `client_id`; `filters` (rows the server sends:
-    Filter.equals / prefix / is_in, AND-ed); `max_batch_size` (> 1 opts into batched messages);
-    `heartbeat_timeout` (seconds of silence, heartbeats included, after which the connection is dead);
-    `backoff` (reconnect delays); `channel_credentials` / `channel_options` (gRPC channel settings).
+    Filter.equals / prefix / is_in, AND-ed); `max_batch_size` (rows or entries per message, 100 by default;
+    0 asks for one per message); `heartbeat_timeout` (seconds of silence, heartbeats included, after which the
+    connection is dead); `backoff` (reconnect delays); `channel_credentials` / `channel_options` (gRPC channel
+    settings; messages of up to 64 MiB are accepted unless `grpc.max_receive_message_length` says otherwise);
+    `bootstrap_from_server_snapshot` (without a usable local snapshot, start from the server's newest stored
+    snapshot, fetched with FetchSnapshot, and Sync only the changes after it; not with `filters`).
 
     Reads (`get`, `lookup`, `lookup_all`, `all`, `count`) return copies and never block on the network.
     Listeners run on the event loop right after a change was applied: keep them quick.
@@ -41,16 +45,18 @@ class LaredoClient:
 
     def __init__(self, address: str, schema: str, table: str, *, local_snapshot_path: str | Path | None = None,
                  lookup_fields: Iterable[str] = (), indexes: Iterable[Index] = (), client_id: str = "",
-                 filters: Iterable[Filter] = (), max_batch_size: int = 0, heartbeat_timeout: float = 30.0,
-                 backoff: BackoffPolicy | None = None, channel_credentials: grpc.ChannelCredentials | None = None,
-                 channel_options: Iterable[tuple[str, Any]] = (), rng: random.Random | None = None) -> None:
+                 filters: Iterable[Filter] = (), max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+                 heartbeat_timeout: float = 30.0, backoff: BackoffPolicy | None = None,
+                 channel_credentials: grpc.ChannelCredentials | None = None,
+                 channel_options: Iterable[tuple[str, Any]] = (), rng: random.Random | None = None,
+                 bootstrap_from_server_snapshot: bool = False) -> None:
         self.options = ClientOptions(
             address=address, schema=schema, table=table,
             local_snapshot_path=Path(local_snapshot_path) if local_snapshot_path else None,
             lookup_fields=tuple(lookup_fields), indexes=tuple(indexes), client_id=client_id,
             filters=tuple(filters), max_batch_size=max_batch_size, heartbeat_timeout=heartbeat_timeout,
             backoff=backoff or BackoffPolicy(), channel_credentials=channel_credentials,
-            channel_options=tuple(channel_options))
+            channel_options=tuple(channel_options), bootstrap_from_server_snapshot=bootstrap_from_server_snapshot)
         self.stats = ClientStats()
         self._replica = ClientReplica(self.options.lookup_fields, self.options.indexes)
         self._backoff = Backoff(self.options.backoff, rng)
@@ -79,6 +85,10 @@ class LaredoClient:
 
     async def _replicate(self, loop: ReplicationLoop) -> None:
         try:
+            if self.options.bootstrap_from_server_snapshot and not self._replica.initialized:
+                loop.status = f"fetching a server snapshot from {self.options.address}"
+                snapshot = await bootstrap_from_server_snapshot(self.options, self._replica)
+                self.stats.server_snapshot_id = snapshot.snapshot_id if snapshot is not None else ""
             await loop.run()
         except ClientFailed as exc:
             log.error("%s: replication stopped for good: %s", self._table_name, exc)
@@ -166,7 +176,9 @@ class LaredoClient:
     def listen(self, listener: Listener) -> Callable[[], None]:
         """Call `listener(old, new)` for every applied change: insert (None, new), update (old, new),
         delete (old, None), truncate (None, None). Snapshot rows do not fire, except that a re-sync reports its
-        differences to the rows held before. Returns a function that removes the listener."""
+        differences to the rows held before. The rows passed are the ones the client holds (and may share with
+        other clients of this process): read them, copy them, never change them. Returns a function that
+        removes the listener."""
         return self._replica.listen(listener)
 
     # -- state ----------------------------------------------------------------------------------------------

@@ -11,13 +11,15 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import functools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.position import Position, PositionError
+from laredo_core.position import Position, PositionError, parse_lsn
 
 from laredo_client.indexed_state import IndexedRows, Key, Row
 from laredo_client.values import Column, primary_key_of
@@ -49,13 +51,28 @@ class Cursor:
 
 
 def position_key(text: str) -> PositionKey | None:
+    """(lsn, ordinal) of a source position text, or None when it is none. Streamed changes ('X/Y:N', the
+    changes of a transaction sharing X/Y) take a short path; anything else goes through Position.parse."""
     if not text:
         return None
+    lsn_text, colon, ordinal = text.partition(":")
+    if colon and ordinal.isdigit():
+        lsn = _lsn(lsn_text)
+        if lsn is not None:
+            return lsn, int(ordinal)
     try:
         parsed = Position.parse(text)
     except PositionError:
         return None
     return parsed.lsn, parsed.ordinal
+
+
+@functools.lru_cache(maxsize=256)
+def _lsn(text: str) -> int | None:
+    try:
+        return parse_lsn(text)
+    except PositionError:
+        return None
 
 
 class ClientReplica:
@@ -65,13 +82,15 @@ class ClientReplica:
         self.columns: tuple[Column, ...] = ()
         self.initialized = False  # holds a consistent state: a snapshot was installed or restored
         self._listeners: list[Listener] = []
-        self._watermark: PositionKey | None = None
+        self._locked = False  # inside batch(), holding the rows' lock
+        self.watermark: PositionKey | None = None  # the applied position, parsed; read-only outside
 
     # -- listeners ------------------------------------------------------------------------------------------
 
     def listen(self, listener: Listener) -> Callable[[], None]:
         """Add a listener; returns a function that removes it (calling it twice is harmless)."""
-        self._listeners.append(listener)
+        with self.rows.lock:  # not in the middle of a batch applied under the lock (see batch())
+            self._listeners.append(listener)
 
         def unsubscribe() -> None:
             if listener in self._listeners:
@@ -80,6 +99,8 @@ class ClientReplica:
         return unsubscribe
 
     def _notify(self, old: Row | None, new: Row | None) -> None:
+        if not self._listeners:
+            return
         for listener in list(self._listeners):
             try:
                 listener(old, new)
@@ -96,14 +117,29 @@ class ClientReplica:
 
     def set_position(self, text: str) -> None:
         self.cursor.source_position = text
-        self._watermark = position_key(text)
+        self.watermark = position_key(text)
 
     def already_applied(self, position: str | PositionKey | None) -> bool:
         """True when a change at `position` is at or below the watermark, i.e. already in the rows."""
         key = position_key(position) if isinstance(position, str) else position
-        return key is not None and self._watermark is not None and key <= self._watermark
+        return key is not None and self.watermark is not None and key <= self.watermark
 
     # -- changes ----------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Apply the changes made within under one acquisition of the rows' lock when nobody listens (readers on
+        other threads wait for the whole batch). With listeners, each change takes the lock on its own and they
+        are called outside it: a listener may wait for a thread that reads the rows."""
+        if self._listeners:
+            yield
+            return
+        with self.rows.lock:
+            self._locked = True
+            try:
+                yield
+            finally:
+                self._locked = False
 
     def apply_change(self, action: Action, old: Row | None, new: Row | None, position: str,
                      key: PositionKey | None = _PARSE) -> None:
@@ -117,7 +153,9 @@ class ClientReplica:
             self._notify(None, None)
             return
         if action is Action.DELETE:
-            removed = self.rows.remove(self.rows.key_of(old)) if old is not None else None
+            rows, removed = self.rows, None
+            if old is not None:
+                removed = rows.pop(rows.key_of(old)) if self._locked else rows.remove(rows.key_of(old))
             self._advance(position, key)
             if removed is not None:
                 self._notify(removed, None)
@@ -125,22 +163,28 @@ class ClientReplica:
         if new is None:
             log.warning("%s change without new values at %s ignored", action.value, position or "?")
             return
-        replacing = self._old_key(old, new)
-        previous = self.rows.upsert(new, replacing=replacing)
-        self._advance(position, key)
-        self._notify(previous, new)
+        rows = self.rows
+        pk = rows.key_of(new)
+        replacing = self._old_key(old, pk) if old is not None else None
+        previous = rows.put(new, pk, replacing) if self._locked else rows.upsert(new, replacing=replacing, pk=pk)
+        if position:
+            self.cursor.source_position, self.watermark = position, key
+        if self._listeners:
+            self._notify(previous, new)
 
-    def _old_key(self, old: Row | None, new: Row) -> Key | None:
+    def _old_key(self, old: Row, new_key: Key) -> Key | None:
         """The key the row had before, when the change carries its old key columns (a key update)."""
-        if old is None or any(c not in old for c in self.rows.key_columns):
-            return None
-        key = self.rows.key_of(old)
-        return key if key != self.rows.key_of(new) else None
+        rows = self.rows
+        for column in rows.key_columns:
+            if column not in old:
+                return None
+        key = rows.key_of(old)
+        return key if key != new_key else None
 
     def _advance(self, position: str, key: PositionKey | None) -> None:
         if position:
             self.cursor.source_position = position
-            self._watermark = key
+            self.watermark = key
 
     def install_snapshot(self, rows: Iterable[Row], *, position: str, snapshot_id: str) -> None:
         """Replace every row with a full snapshot. When the client already held rows (a re-sync), listeners

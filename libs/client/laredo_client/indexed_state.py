@@ -94,36 +94,49 @@ class IndexedRows:
                 self.upsert(row)
 
     def _build_indexes(self) -> None:
-        lookup = self._lookup_fields or self._key_columns
-        self._indexes = {PRIMARY_LOOKUP: _Index(lookup, unique=True)}
+        # Without lookup fields, lookup() reads the primary key: the rows themselves, no index to keep.
+        self._indexes = {PRIMARY_LOOKUP: _Index(self._lookup_fields, unique=True)} if self._lookup_fields else {}
         for name, fields, unique in self._index_specs:
             self._indexes[name] = _Index(fields, unique)
 
     def key_of(self, row: Mapping[str, Any]) -> Key:
-        return tuple(freeze(row.get(c)) for c in self._key_columns)
+        columns = self._key_columns
+        if len(columns) == 1:  # the usual single-column key, without a generator
+            value = row.get(columns[0])
+            return (freeze(value),) if isinstance(value, (list, dict)) else (value,)
+        return tuple(freeze(row.get(c)) for c in columns)
 
     # -- changes ------------------------------------------------------------------------------------------
 
-    def upsert(self, row: Row, *, replacing: Key | None = None) -> Row | None:
-        """Insert or replace `row`; `replacing` is the key it had before (a primary key update).
-        Returns the row it replaced, if any."""
-        pk = self.key_of(row)
+    def upsert(self, row: Row, *, replacing: Key | None = None, pk: Key | None = None) -> Row | None:
+        """Insert or replace `row`; `replacing` is the key it had before (a primary key update); `pk` is its
+        key when the caller computed it already. Returns the row it replaced, if any."""
         with self.lock:
-            previous = self.remove(replacing) if replacing is not None and replacing != pk else None
-            current = self._rows.get(pk)
-            if current is not None:
-                self._unindex(current, pk)
-            self._rows[pk] = row
-            for index in self._indexes.values():
-                index.add(row, pk)
-            return current if current is not None else previous
+            return self.put(row, self.key_of(row) if pk is None else pk, replacing)
 
     def remove(self, pk: Key) -> Row | None:
         with self.lock:
-            row = self._rows.pop(pk, None)
-            if row is not None:
-                self._unindex(row, pk)
-            return row
+            return self.pop(pk)
+
+    def put(self, row: Row, pk: Key, replacing: Key | None = None) -> Row | None:
+        """upsert() for a caller that holds the lock (a batch of changes applied under one acquisition)."""
+        previous = self.pop(replacing) if replacing is not None and replacing != pk else None
+        rows = self._rows
+        current = rows.get(pk)
+        rows[pk] = row
+        if self._indexes:
+            if current is not None:
+                self._unindex(current, pk)
+            for index in self._indexes.values():
+                index.add(row, pk)
+        return current if current is not None else previous
+
+    def pop(self, pk: Key) -> Row | None:
+        """remove() for a caller that holds the lock."""
+        row = self._rows.pop(pk, None)
+        if row is not None and self._indexes:
+            self._unindex(row, pk)
+        return row
 
     def _unindex(self, row: Row, pk: Key) -> None:
         for index in self._indexes.values():
@@ -142,8 +155,9 @@ class IndexedRows:
             self._rows = {}
             for index in self._indexes.values():
                 index.clear()
+            put, key_of = self.put, self.key_of
             for row in rows:
-                self.upsert(row)
+                put(row, key_of(row))
             return before
 
     # -- reads ----------------------------------------------------------------------------------------------
@@ -155,13 +169,25 @@ class IndexedRows:
     def lookup_all(self, index_name: str, values: Sequence[Any]) -> list[Row]:
         with self.lock:
             index = self._indexes.get(index_name)
+            if index is None and index_name == PRIMARY_LOOKUP:
+                return self._by_key(values)
             if index is None:
-                known = ", ".join(sorted(self._indexes))
+                known = ", ".join(sorted({PRIMARY_LOOKUP, *self._indexes}))
                 raise KeyError(f"no index named {index_name!r}; this client has: {known}")
             if len(values) != len(index.fields):
                 raise ValueError(f"index {index_name!r} is over {len(index.fields)} field(s) "
                                  f"{list(index.fields)}; got {len(values)} value(s)")
             return [self._rows[pk] for pk in index.keys_for(values)]
+
+    def _by_key(self, values: Sequence[Any]) -> list[Row]:
+        """lookup() by primary key: as a unique index would, a NULL in the values matches nothing."""
+        columns = self._key_columns
+        if len(values) != len(columns):
+            raise ValueError(f"index {PRIMARY_LOOKUP!r} is over {len(columns)} field(s) {list(columns)}; "
+                             f"got {len(values)} value(s)")
+        key = tuple(freeze(v) for v in values)
+        row = None if None in key else self._rows.get(key)
+        return [] if row is None else [row]
 
     def rows(self) -> list[Row]:
         with self.lock:

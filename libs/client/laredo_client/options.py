@@ -14,6 +14,9 @@ from laredo_core.errors import ConfigError
 from laredo_core.jsonvalue import to_json_value
 
 _SCALARS = (type(None), bool, int, float, str)
+#: Entries (or snapshot rows) per message the client asks for. Servers that do not know the field (it is an
+#: extension, number 100) ignore it and send one per message, which the client reads as well.
+DEFAULT_MAX_BATCH_SIZE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +96,12 @@ class ClientOptions:
     indexes: tuple[Index, ...] = ()
     client_id: str = ""
     filters: tuple[Filter, ...] = ()
-    max_batch_size: int = 0
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     heartbeat_timeout: float = 30.0
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     channel_credentials: grpc.ChannelCredentials | None = None
     channel_options: tuple[tuple[str, Any], ...] = ()
+    bootstrap_from_server_snapshot: bool = False
 
     def __post_init__(self) -> None:
         problems = [*_table_problems(self), *_index_problems(self.lookup_fields, self.indexes),
@@ -111,8 +115,12 @@ def _table_problems(options: ClientOptions) -> list[str]:
     for name in ("address", "schema", "table"):
         if not getattr(options, name):
             problems.append(f"{name}: required (e.g. address='fanout:4002', schema='public', table='items')")
+    if options.bootstrap_from_server_snapshot and options.filters:
+        problems.append("bootstrap_from_server_snapshot: cannot be combined with filters (a server snapshot holds "
+                        "every row of the table); drop one of them")
     if options.max_batch_size < 0:
-        problems.append(f"max_batch_size: must be >= 0 (0 = one row per message), got {options.max_batch_size}")
+        problems.append(f"max_batch_size: must be >= 0 (0 or 1 = one row or entry per message), got "
+                        f"{options.max_batch_size}")
     return problems
 
 

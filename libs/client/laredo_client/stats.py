@@ -11,6 +11,7 @@ MODES_KEPT = 1000
 @dataclass
 class ClientStats:
     restored_from_local: bool = False
+    server_snapshot_id: str = ""  # the stored snapshot the client bootstrapped from (bootstrap_from_server_snapshot)
     streams_opened: int = 0
     modes: list[str] = field(default_factory=list)  # the handshake mode of each stream (the last 1,000)
     full_snapshots: int = 0
@@ -27,6 +28,6 @@ class ClientStats:
         if len(self.modes) > MODES_KEPT:
             del self.modes[:-MODES_KEPT]
         if mode == FULL_SNAPSHOT:
-            if self.full_snapshots or self.restored_from_local:
+            if self.full_snapshots or self.restored_from_local or self.server_snapshot_id:
                 self.full_resyncs += 1
             self.full_snapshots += 1

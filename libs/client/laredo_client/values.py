@@ -1,16 +1,24 @@
-"""Rows as clients see them: protobuf Struct to dict, integer columns back to int, column metadata."""
+"""Rows as clients see them: Struct bytes to dict, integer columns back to int, column metadata."""
 
 from __future__ import annotations
 
+import struct
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import struct_pb2
+from google.protobuf.message import DecodeError
 
 from laredo.replication.v1 import replication_pb2 as pb
 
+from laredo_client.wire import NotCanonical, WireError
+from laredo_client.wire_struct import StructDecoder, to_integer
+
 Row = dict[str, Any]
+ROW_CACHE_SIZE = 8192  # decoded rows kept by their bytes, per generation
 INTEGER_TYPES = frozenset({"int2", "int4", "int8", "oid", "xid", "smallint", "integer", "bigint"})
 
 
@@ -44,38 +52,88 @@ def primary_key_of(columns: Iterable[Column]) -> tuple[str, ...]:
 
 
 class RowDecoder:
-    """Struct to row. Struct numbers are doubles and integers beyond 2**53 travel as decimal strings, so the
-    columns the handshake declares as integers are turned back into int."""
+    """Struct bytes to rows. Struct numbers are doubles and integers beyond 2**53 travel as decimal strings, so
+    the columns the handshake declares as integers are turned back into int.
+
+    The rows of journal entries and snapshots are shared: the last decoded rows are kept by their bytes (two
+    generations of ROW_CACHE_SIZE), so bytes seen again (an UPDATE's old values are the row's previous new
+    values; the clients of one process receive the same rows) are decoded once. Such rows must not be mutated:
+    the client stores them, hands them to listeners, and its reads return copies. Used from one event loop;
+    concurrent use from several threads at worst misses the cache."""
+
+    __slots__ = ("integer_columns", "_structs", "_recent", "_older", "__weakref__")
 
     def __init__(self, columns: Iterable[Column] = ()) -> None:
         self.integer_columns = tuple(c.name for c in columns if c.data_type in INTEGER_TYPES)
+        self._structs = StructDecoder(frozenset(self.integer_columns))
+        self._recent: dict[bytes, Row] = {}
+        self._older: dict[bytes, Row] = {}
 
-    def decode(self, struct: struct_pb2.Struct) -> Row:
-        row = struct_to_dict(struct)
-        for name in self.integer_columns:
-            value = row.get(name)
-            if isinstance(value, float) and value.is_integer():
-                row[name] = int(value)
-            elif isinstance(value, str) and value.lstrip("-").isdigit():
-                row[name] = int(value)
+    def decode(self, message: struct_pb2.Struct) -> Row:
+        """A Struct message as a new row of its own."""
+        return self._decode(message.SerializeToString(), None)
+
+    def row(self, data: bytes, start: int, end: int) -> Row:
+        """The Struct in data[start:end], shared with every other decode of the same bytes."""
+        raw = data[start:end]
+        row = self._recent.get(raw)
+        if row is None:
+            row = self._older.get(raw)
+            if row is None:
+                row = self._decode(raw, None)
+            recent = self._recent
+            if len(recent) >= ROW_CACHE_SIZE:
+                self._older, self._recent = recent, {}
+            self._recent[raw] = row
         return row
 
+    def fields(self, data: bytes, start: int, end: int, names: frozenset[str]) -> Row:
+        """The Struct in data[start:end] with at least the fields `names` (an old row whose key is all that
+        is needed): the whole row if these bytes were decoded recently, else just those fields."""
+        raw = data[start:end]
+        row = self._recent.get(raw)
+        if row is None:
+            row = self._older.get(raw)
+            if row is None:
+                row = self._decode(raw, names)
+        return row
 
-def struct_to_dict(struct: struct_pb2.Struct) -> Row:
-    """A Struct as plain Python values (a little faster than json_format.MessageToDict)."""
-    return {name: _plain(value) for name, value in struct.fields.items()}
+    def _decode(self, raw: bytes, names: frozenset[str] | None) -> Row:
+        structs = self._structs
+        try:
+            return structs.decode(raw, 0, len(raw)) if names is None else structs.fields(raw, 0, len(raw), names)
+        except NotCanonical:  # valid, but laid out unlike what serializers write: read it as protobuf does
+            pass
+        except (IndexError, UnicodeDecodeError, struct.error) as exc:
+            raise WireError(f"undecodable Struct of {len(raw)} bytes: {exc}") from exc
+        try:
+            message = struct_pb2.Struct.FromString(raw)
+        except DecodeError as exc:
+            raise WireError(f"undecodable Struct of {len(raw)} bytes: {exc}") from exc
+        row = {name: _plain(value) for name, value in message.fields.items()}
+        for name in self.integer_columns:
+            if name in row:
+                row[name] = to_integer(row[name])
+        return row
 
 
 def _plain(value: struct_pb2.Value) -> Any:
     kind = value.WhichOneof("kind")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "number_value":
-        return value.number_value
-    if kind == "bool_value":
-        return value.bool_value
     if kind == "struct_value":
-        return struct_to_dict(value.struct_value)
+        return {name: _plain(v) for name, v in value.struct_value.fields.items()}
     if kind == "list_value":
-        return [_plain(item) for item in value.list_value.values]
-    return None
+        return [_plain(v) for v in value.list_value.values]
+    return None if kind in (None, "null_value") else getattr(value, kind)
+
+
+_shared_lock = threading.Lock()
+_shared: weakref.WeakValueDictionary[tuple[str, ...], RowDecoder] = weakref.WeakValueDictionary()
+
+
+def shared_row_decoder(columns: Iterable[Column]) -> RowDecoder:
+    """The RowDecoder of these columns that every client of this process uses, so they share decoded rows
+    (decoding depends only on which columns are integers)."""
+    decoder = RowDecoder(columns)
+    key = tuple(sorted(decoder.integer_columns))
+    with _shared_lock:
+        return _shared.setdefault(key, decoder)

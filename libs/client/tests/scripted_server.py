@@ -121,7 +121,7 @@ class ScriptedReplicationServer:
                     script.done_steps.set()
                     await context.abort(step.code, step.details)
             script.done_steps.set()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # GeneratorExit: cancelled while between two steps
             script.closed_by_client.set()
             raise
         finally:

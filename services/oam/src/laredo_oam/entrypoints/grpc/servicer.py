@@ -4,17 +4,15 @@ Snapshot RPCs come from the SnapshotHandlers mixin (snapshot_handlers.py).
 WatchStatus streams the StatusWatch's events (application/status_watch.py).
 RestoreSnapshot and the replay RPCs come from the ReplayHandlers mixin (replay_handlers.py).
 ListDeadLetters, ReplayDeadLetters and PurgeDeadLetters come from the DeadLetterHandlers mixin (dead_letter_handlers.py).
-RPCs without a use case answer UNIMPLEMENTED with a message saying they arrive in a later release; the handlers
-for them are generated from the proto descriptors.
+Every RPC of the specification is served; a part this OAM was built without (tests build it piecemeal) answers
+FAILED_PRECONDITION saying what is missing.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import grpc
-from google.protobuf.descriptor import ServiceDescriptor
 from laredo.v1 import oam_pb2, oam_pb2_grpc
 from laredo_core.coordination.ports import CommandStatus
 from laredo_core.grpc_server import ServiceRegistration
@@ -30,28 +28,21 @@ from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.domain.states import ServiceState
 from laredo_oam.entrypoints.grpc import mappers
 from laredo_oam.entrypoints.grpc.errors import mapped_errors, status_code_for
-from laredo_oam.entrypoints.grpc.watch_mappers import watch_response
-from laredo_oam.entrypoints.grpc.snapshot_handlers import SnapshotHandlers
-from laredo_oam.entrypoints.grpc.replay_handlers import ReplayHandlers
 from laredo_oam.entrypoints.grpc.dead_letter_handlers import DeadLetterHandlers
+from laredo_oam.entrypoints.grpc.replay_handlers import ReplayHandlers
+from laredo_oam.entrypoints.grpc.snapshot_handlers import SnapshotHandlers
+from laredo_oam.entrypoints.grpc.watch_mappers import watch_response
 
 #: The specification's name first, then the upstream Laredo alias; both serve the same servicer.
 OAM_SERVICE_NAMES = ("laredo.v1.TableSyncOAM", "laredo.v1.LaredoOAMService")
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 Context = grpc.aio.ServicerContext
 
 
-def not_yet_available(rpc: str) -> str:
-    """The status message of every OAM RPC not built yet."""
-    return (f"{rpc} is not available yet: it arrives in a later release of Laredo's OAM service "
-            f"(snapshots, dead letters, replay and status watching come after status and administration)")
-
-
 class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
-    """The implemented RPCs; every other RPC of the given services answers UNIMPLEMENTED."""
+    """Every RPC of laredo.v1.TableSyncOAM (and its upstream alias)."""
 
-    def __init__(self, services: tuple[ServiceDescriptor, ...], status: StatusView, admin: Administration, *,
+    def __init__(self, status: StatusView, admin: Administration, *,
                  snapshots: Snapshots | None = None, watch: StatusWatch | None = None,
                  restores: Restores | None = None, replays: Replays | None = None,
                  dead_letters: DeadLetters | None = None) -> None:
@@ -62,10 +53,6 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
         self._watch = watch
         self._admin = admin
         self._snapshots = snapshots
-        for service in services:
-            for method in service.methods:
-                if not hasattr(self, method.name):
-                    setattr(self, method.name, _unimplemented(method.name))
 
     @mapped_errors
     async def GetStatus(self, request: oam_pb2.GetStatusRequest, context: Context) -> oam_pb2.GetStatusResponse:
@@ -87,7 +74,8 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
                           context: Context) -> AsyncIterator[oam_pb2.WatchStatusResponse]:
         """State and row changes until the client leaves; initial metadata is sent once the watch is in place."""
         if self._watch is None:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, not_yet_available("WatchStatus"))
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                "status watching is not set up in this OAM service (it needs the coordination store)")
             return
         try:
             watch_filter = self._watch.filter_for(request.tables, request.pipeline_ids)
@@ -167,24 +155,13 @@ def _succeeded(what: str, outcome: Outcome) -> None:
         raise PreconditionFailed(f"{what} was not carried out: {outcome.message}")
 
 
-def _unimplemented(rpc: str) -> Handler:
-    message = not_yet_available(rpc)
-
-    async def handler(request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
-
-    handler.__name__ = rpc
-    return handler
-
-
 def oam_registration(status: StatusView, admin: Administration, *,
                      snapshots: Snapshots | None = None, watch: StatusWatch | None = None,
                      restores: Restores | None = None, replays: Replays | None = None,
                      dead_letters: DeadLetters | None = None) -> ServiceRegistration:
     """The servicer under both service names, ready for laredo_core.grpc_server.start_grpc_server."""
-    services = tuple(oam_pb2.DESCRIPTOR.services_by_name[name.rsplit(".", 1)[1]] for name in OAM_SERVICE_NAMES)
     return ServiceRegistration(
-        servicer=OamServicer(services, status, admin, snapshots=snapshots, watch=watch, restores=restores,
+        servicer=OamServicer(status, admin, snapshots=snapshots, watch=watch, restores=restores,
                              replays=replays, dead_letters=dead_letters),
         add_functions=(oam_pb2_grpc.add_TableSyncOAMServicer_to_server,
                        oam_pb2_grpc.add_LaredoOAMServiceServicer_to_server),
