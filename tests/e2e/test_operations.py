@@ -8,15 +8,10 @@ compared with SELECT * of the table.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import random
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 import nats
@@ -24,202 +19,57 @@ import psycopg
 import pytest
 from google.protobuf.json_format import MessageToDict
 
-from laredo.v1 import oam_pb2, oam_pb2_grpc, query_pb2, query_pb2_grpc
+from laredo.v1 import oam_pb2, query_pb2
 from laredo_client.replica import SyncReplica
 from laredo.stream.v1 import change_stream_pb2 as spb
 from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.jsonvalue import row_to_json
 from laredo_core.position import parse_lsn
 from laredo_core.stream.naming import stream_name, table_subject
 from laredo_testing.eventually import eventually
-from laredo_testing.servers import RedisServer
 from laredo_testing.stream import tuple_of
 
-from tests.e2e.harness import ServiceProcess, create_table, free_port, mixed_changes
+from tests.e2e.harness import create_table
+from tests.e2e.system import (
+    SOURCE,
+    ChangeWriter,
+    System,
+    SystemConfig,
+    connected_replica,
+    everyone_equals_the_table,
+    running_system,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-COLUMNS = "id, name, qty, note, updated_at"
-SOURCE = "pg"
 #: How long the Redis outage lasts; the acceptance asks for 30 s.
 OUTAGE_SECONDS = float(os.environ.get("LAREDO_REDIS_OUTAGE", "30"))
 
 
-@dataclass
-class System:
-    dsn: str
-    nats_url: str
-    prefix: str
-    table: str  # schema.table
-    redis: RedisServer
-    ports: dict[str, int]
-    services: dict[str, ServiceProcess]
-
-    @property
-    def table_id(self) -> TableId:
-        schema, name = self.table.split(".")
-        return TableId(schema, name)
-
-    def channel(self, service: str) -> grpc.aio.Channel:
-        return grpc.aio.insecure_channel(f"127.0.0.1:{self.ports[service]}")
-
-    def assert_running(self) -> None:
-        for service in self.services.values():
-            service.assert_running()
-
-
-def write_config(path: Path, *, dsn: str, nats_url: str, redis_url: str, prefix: str, table: str,
-                 ports: dict[str, int], health: dict[str, int]) -> Path:
-    schema, name = table.split(".")
-    path.write_text(f"""
-sources {{ {SOURCE} {{ type = postgresql, connection = {json.dumps(dsn)}, slot_name = slot_{prefix},
-  status_interval = 1s, reconnect {{ initial_backoff = 200ms, max_backoff = 2s }} }} }}
-tables = [ {{ source = {SOURCE}, schema = {schema}, table = {name}, targets = [
-  {{ type = replication-fanout, heartbeat_interval = 1s }}, {{ type = indexed-memory }} ] }} ]
-stream {{ nats_url = {json.dumps(nats_url)}, subject_prefix = {prefix} }}
-redis {{ url = {json.dumps(redis_url)}, key_prefix = {prefix} }}
-ingest {{ health_host = 127.0.0.1, health_port = {health["ingest"]}, heartbeat_interval = 1s,
-  lease_ttl = 3s, lease_renew_every = 1s }}
-fanout {{ grpc {{ host = 127.0.0.1, port = {ports["fanout"]} }}, health_host = 127.0.0.1,
-  health_port = {health["fanout"]}, status_interval = 1s }}
-query {{ grpc {{ host = 127.0.0.1, port = {ports["query"]} }}, health_host = 127.0.0.1,
-  health_port = {health["query"]} }}
-oam {{ grpc {{ host = 127.0.0.1, port = {ports["oam"]} }}, health_host = 127.0.0.1,
-  health_port = {health["oam"]}, command_timeout = 15s }}
-""")
-    return path
-
-
 @pytest.fixture
 def system(pg_dsn: str, nats_url: str, unique_name: str, tmp_path: Path) -> Iterator[System]:
-    table = f"public.{unique_name}"
-    create_table(pg_dsn, table, 3_000)
-    (tmp_path / "redis").mkdir()
-    redis = RedisServer(tmp_path / "redis")
-    redis.start()
-    names = ("ingest", "fanout", "query", "oam")
-    ports = {n: free_port() for n in ("fanout", "query", "oam")}
-    health = {n: free_port() for n in names}
-    config = write_config(tmp_path / "laredo.conf", dsn=pg_dsn, nats_url=nats_url, redis_url=redis.url,
-                          prefix=unique_name, table=table, ports=ports, health=health)
-    services = {n: ServiceProcess(n, config, health[n], tmp_path / f"{n}.log") for n in names}
-    try:
-        for service in services.values():
-            service.start()
-        for service in services.values():
-            service.wait_ready(90)
-        yield System(pg_dsn, nats_url, unique_name, table, redis, ports, services)
-    finally:
-        for service in reversed(services.values()):
-            service.stop()
-        redis.stop()
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                         "WHERE slot_name = %s AND NOT active", (f"slot_{unique_name}",))
+    table = TableId("public", unique_name)
+    create_table(pg_dsn, str(table), 3_000)
+    config = SystemConfig(source="reconnect { initial_backoff = 200ms, max_backoff = 2s }",
+                          ingest="lease_ttl = 3s, lease_renew_every = 1s")
+    with running_system(pg_dsn, nats_url, unique_name, table, tmp_path, config=config) as running:  # own Redis
+        yield running
 
 
 @pytest.fixture
 async def replica(system: System) -> AsyncIterator[SyncReplica]:
-    async with system.channel("fanout") as channel:
-        rep = SyncReplica(channel, system.table_id.schema, system.table_id.name, client_id="operations")
-        task = asyncio.create_task(rep.run())  # raises SequenceGapError on any gap or repeat
-        await rep.wait_ready(60)
+    async with connected_replica(system, "operations") as (rep, _):
         yield rep
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-
-def table_rows(dsn: str, table: str) -> dict[int, dict[str, Any]]:
-    """SELECT * with values as clients see them, keyed by id."""
-    with psycopg.connect(dsn, options="-c TimeZone=UTC") as conn:
-        cur = conn.execute(f"SELECT {COLUMNS} FROM {table}")
-        names = [d.name for d in cur.description]
-        return {r[0]: row_to_json(dict(zip(names, r))) for r in cur.fetchall()}
-
-
-def as_struct_values(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as it comes back through google.protobuf.Struct: every number is a double."""
-    return {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in row.items()}
-
-
-async def query_rows(system: System) -> dict[int, dict[str, Any]]:
-    rows: dict[int, dict[str, Any]] = {}
-    async with system.channel("query") as channel:
-        stub = query_pb2_grpc.TableSyncQueryStub(channel)
-        token = ""
-        while True:
-            page = await stub.ListRows(query_pb2.ListRowsRequest(
-                schema=system.table_id.schema, table=system.table_id.name, page_size=1000, page_token=token))
-            for row in page.rows:
-                values = MessageToDict(row)
-                rows[int(values["id"])] = values
-            token = page.next_page_token
-            if not token:
-                return rows
-
-
-async def everyone_equals_the_table(system: System, rep: SyncReplica) -> bool:
-    system.assert_running()
-    expected = await asyncio.to_thread(table_rows, system.dsn, system.table)
-    if {key[0]: row for key, row in rep.state.rows.items()} != expected:
-        return False
-    return await query_rows(system) == {k: as_struct_values(v) for k, v in expected.items()}
 
 
 async def query_count(system: System) -> int:
-    async with system.channel("query") as channel:
-        stub = query_pb2_grpc.TableSyncQueryStub(channel)
-        reply = await stub.CountRows(query_pb2.CountRowsRequest(schema=system.table_id.schema,
-                                                                table=system.table_id.name))
-        return reply.count
-
-
-class ChangeWriter:
-    """Mixed inserts, updates and deletes at `rate` changes/s in transactions of 10, from a thread."""
-
-    def __init__(self, dsn: str, table: str, rate: float, first_id: int, seed: int = 11) -> None:
-        self._dsn, self._table, self._rate, self._next_id = dsn, table, rate, first_id
-        self._rnd = random.Random(seed)
-        self._stop = threading.Event()
-        self.changes = 0
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="change-writer", daemon=True)
-
-    def __enter__(self) -> ChangeWriter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        if self.error is not None:
-            raise AssertionError(f"the change writer failed: {self.error!r}") from self.error
-
-    def _run(self) -> None:
-        try:
-            with psycopg.connect(self._dsn, autocommit=True) as conn:
-                live = [r[0] for r in conn.execute(f"SELECT id FROM {self._table}")]
-                started = time.monotonic()
-                while not self._stop.is_set():
-                    with conn.transaction():
-                        self._next_id = mixed_changes(conn, self._table, self._rnd, live, self._next_id, 10,
-                                                      min_rows=100)
-                    self.changes += 10
-                    ahead = self.changes / self._rate - (time.monotonic() - started)
-                    if ahead > 0:
-                        self._stop.wait(ahead)
-        except BaseException as exc:  # noqa: BLE001 - reported by __exit__
-            self.error = exc
-
-
-async def oam_call(system: System, rpc: str, request: Any) -> Any:
-    async with system.channel("oam") as channel:
-        return await getattr(oam_pb2_grpc.TableSyncOAMStub(channel), rpc)(request)
+    reply = await system.query("CountRows", query_pb2.CountRowsRequest(schema=system.table.schema,
+                                                                       table=system.table.name))
+    return reply.count
 
 
 async def source_phase(system: System) -> str:
     """The ingest phase OAM reports for the source (from the instance's heartbeat), or '' when none."""
-    reply = await oam_call(system, "GetSourceInfo", oam_pb2.GetSourceInfoRequest(source_id=SOURCE))
+    reply = await system.oam("GetSourceInfo", oam_pb2.GetSourceInfoRequest(source_id=SOURCE))
     details = MessageToDict(reply.sources[0].details) if reply.sources else {}
     return str(details.get("phase", ""))
 
@@ -227,7 +77,7 @@ async def source_phase(system: System) -> str:
 async def test_pause_holds_every_change_and_resume_delivers_all_of_them(system: System,
                                                                         replica: SyncReplica) -> None:
     before = len(replica.state.rows)
-    reply = await oam_call(system, "PauseSync", oam_pb2.PauseSyncRequest(source_id=SOURCE))
+    reply = await system.oam("PauseSync", oam_pb2.PauseSyncRequest(source_id=SOURCE))
     assert reply.state == oam_pb2.SERVICE_STATE_PAUSED
     await eventually(lambda: _phase_is(system, "paused"), timeout=20, what="OAM to report the source paused")
 
@@ -244,7 +94,7 @@ async def test_pause_holds_every_change_and_resume_delivers_all_of_them(system: 
         assert await query_count(system) == before
         await asyncio.sleep(0.2)
 
-    await oam_call(system, "ResumeSync", oam_pb2.ResumeSyncRequest(source_id=SOURCE))
+    await system.oam("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=SOURCE))
     await eventually(lambda: len(replica.state.rows) == before + 1_000, timeout=60,
                      what="all 1,000 rows inserted while paused to reach the fan-out client")
     await eventually(lambda: everyone_equals_the_table(system, replica), timeout=60,
@@ -268,8 +118,8 @@ async def test_reload_under_load_leaves_no_row_the_table_does_not_have(system: S
 
     with ChangeWriter(system.dsn, system.table, rate=500, first_id=200_001) as writer:
         await eventually(lambda: writer.changes >= 1_000, timeout=30, what="changes to flow at 500/s")
-        reply = await oam_call(system, "ReloadTable", oam_pb2.ReloadTableRequest(
-            source_id=SOURCE, schema=system.table_id.schema, table=system.table_id.name))
+        reply = await system.oam("ReloadTable", oam_pb2.ReloadTableRequest(
+            source_id=SOURCE, schema=system.table.schema, table=system.table.name))
         assert reply.accepted, reply.message
         written_at_reload = writer.changes
         await eventually(lambda: writer.changes >= written_at_reload + 2_500, timeout=60,
@@ -290,7 +140,7 @@ async def publish_ghost_inserts(system: System, ids: list[int]) -> None:
     connection = await nats.connect(system.nats_url)
     try:
         js = connection.jetstream()
-        subject = table_subject(system.prefix, SOURCE, system.table_id)
+        subject = table_subject(system.prefix, SOURCE, system.table)
         last = spb.ChangeBatch.FromString((await js.get_last_msg(stream_name(system.prefix, SOURCE), subject)).data)
         columns = [ColumnInfo(c.name, c.type_oid) for c in last.columns]
         ghost = spb.ChangeBatch(
@@ -307,15 +157,17 @@ async def publish_ghost_inserts(system: System, ids: list[int]) -> None:
 
 async def test_a_redis_outage_loses_no_change_and_oam_recovers_without_a_restart(system: System,
                                                                                    replica: SyncReplica) -> None:
+    redis = system.redis
+    assert redis is not None, "the system runs on a Redis of its own, which the test stops"
     await eventually(lambda: _phase_is(system, "streaming"), timeout=20, what="OAM to report the source streaming")
     with ChangeWriter(system.dsn, system.table, rate=100, first_id=300_001) as writer:
         await eventually(lambda: writer.changes >= 200, timeout=30, what="changes to flow")
-        system.redis.stop()
+        redis.stop()
         outage_ends = time.monotonic() + OUTAGE_SECONDS
         sequence_at_stop = replica.state.last_sequence
 
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await oam_call(system, "GetStatus", oam_pb2.GetStatusRequest())
+            await system.oam("GetStatus", oam_pb2.GetStatusRequest())
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "coordination store" in (caught.value.details() or "")
         # Data keeps flowing to both consumers while Redis is down.
@@ -326,14 +178,14 @@ async def test_a_redis_outage_loses_no_change_and_oam_recovers_without_a_restart
                          what="changes to keep reaching the query service during the outage")
         await asyncio.sleep(max(0.0, outage_ends - time.monotonic()))
         system.assert_running()
-        system.redis.start()  # back on the same port, empty, as a Redis without persistence restarts
+        redis.start()  # back on the same port, empty, as a Redis without persistence restarts
 
         await eventually(lambda: _phase_is(system, "streaming"), timeout=30,
                          what="OAM to answer again and see the ingest streaming (heartbeats resumed)")
         # Commands work again: pause and resume go through Redis to the ingest leader.
-        reply = await oam_call(system, "PauseSync", oam_pb2.PauseSyncRequest(source_id=SOURCE))
+        reply = await system.oam("PauseSync", oam_pb2.PauseSyncRequest(source_id=SOURCE))
         assert reply.state == oam_pb2.SERVICE_STATE_PAUSED
-        await oam_call(system, "ResumeSync", oam_pb2.ResumeSyncRequest(source_id=SOURCE))
+        await system.oam("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=SOURCE))
         await eventually(lambda: _phase_is(system, "streaming"), timeout=20, what="the source to stream again")
     await eventually(lambda: everyone_equals_the_table(system, replica), timeout=60,
                      what="fan-out client and query to equal the table after the outage")
@@ -346,33 +198,33 @@ async def _count_moved(system: System, before: int) -> bool:
 
 async def test_every_status_configuration_and_administration_rpc_on_the_running_system(
         system: System, replica: SyncReplica) -> None:
-    schema, name = system.table_id.schema, system.table_id.name
+    schema, name = system.table.schema, system.table.name
     fanout_pipeline = f"{SOURCE}:{system.table}:replication-fanout"
     query_pipeline = f"{SOURCE}:{system.table}:indexed-memory"
 
     async def streaming() -> bool:
-        status = await oam_call(system, "GetStatus", oam_pb2.GetStatusRequest())
+        status = await system.oam("GetStatus", oam_pb2.GetStatusRequest())
         return (status.state == oam_pb2.SERVICE_STATE_STREAMING
                 and {p.pipeline_id: p.state for p in status.pipelines}
                 == {fanout_pipeline: oam_pb2.PIPELINE_STATE_STREAMING,
                     query_pipeline: oam_pb2.PIPELINE_STATE_STREAMING})
 
     await eventually(streaming, timeout=30, what="OAM to report the service and both pipelines streaming")
-    table_status = await oam_call(system, "GetTableStatus", oam_pb2.GetTableStatusRequest(schema=schema, table=name))
+    table_status = await system.oam("GetTableStatus", oam_pb2.GetTableStatusRequest(schema=schema, table=name))
     assert {p.pipeline_id for p in table_status.pipelines} == {fanout_pipeline, query_pipeline}
     assert all(p.row_count == 3_000 for p in table_status.pipelines), table_status
-    pipeline = await oam_call(system, "GetPipelineStatus",
+    pipeline = await system.oam("GetPipelineStatus",
                               oam_pb2.GetPipelineStatusRequest(pipeline_id=query_pipeline))
     assert pipeline.status.target_type == "indexed-memory"
-    for scope in ({}, {"source": SOURCE}, {"table": system.table}, {"pipeline_id": fanout_pipeline}):
-        ready = await oam_call(system, "CheckReady", oam_pb2.CheckReadyRequest(**scope))
+    for scope in ({}, {"source": SOURCE}, {"table": str(system.table)}, {"pipeline_id": fanout_pipeline}):
+        ready = await system.oam("CheckReady", oam_pb2.CheckReadyRequest(**scope))
         assert ready.ready, (scope, ready.not_ready_reasons)
-    info = await oam_call(system, "GetSourceInfo", oam_pb2.GetSourceInfoRequest(source_id=SOURCE))
+    info = await system.oam("GetSourceInfo", oam_pb2.GetSourceInfoRequest(source_id=SOURCE))
     assert info.sources[0].source_type == "postgresql" and info.sources[0].acked_position
-    tables = await oam_call(system, "ListTables", oam_pb2.ListTablesRequest())
+    tables = await system.oam("ListTables", oam_pb2.ListTablesRequest())
     assert {(t.schema, t.table, t.target_type) for t in tables.tables} == {
         (schema, name, "replication-fanout"), (schema, name, "indexed-memory")}
-    columns = await oam_call(system, "GetTableSchema", oam_pb2.GetTableSchemaRequest(schema=schema, table=name))
+    columns = await system.oam("GetTableSchema", oam_pb2.GetTableSchemaRequest(schema=schema, table=name))
     assert [(c.column_name, c.is_primary_key) for c in columns.columns] == [
         ("id", True), ("name", False), ("qty", False), ("note", False), ("updated_at", False)]
 
@@ -387,18 +239,18 @@ async def test_every_status_configuration_and_administration_rpc_on_the_running_
         ("ResetSource", oam_pb2.ResetSourceRequest(source_id=SOURCE), grpc.StatusCode.FAILED_PRECONDITION),
     ]:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await oam_call(system, rpc, request)
+            await system.oam(rpc, request)
         assert caught.value.code() == code, (rpc, request, caught.value.details())
 
     # Administration with changes in between: after ReloadAll and a confirmed ResetSource, both consumers still
     # equal the table.
     with psycopg.connect(system.dsn, autocommit=True) as conn:
         conn.execute(f"UPDATE {system.table} SET qty = -1 WHERE id <= 100")
-    reload_all = await oam_call(system, "ReloadAll", oam_pb2.ReloadAllRequest(source_id=SOURCE))
+    reload_all = await system.oam("ReloadAll", oam_pb2.ReloadAllRequest(source_id=SOURCE))
     assert reload_all.accepted, reload_all.message
     await eventually(lambda: everyone_equals_the_table(system, replica), timeout=60,
                      what="consumers to equal the table after ReloadAll")
-    reset = await oam_call(system, "ResetSource", oam_pb2.ResetSourceRequest(source_id=SOURCE, confirm=True))
+    reset = await system.oam("ResetSource", oam_pb2.ResetSourceRequest(source_id=SOURCE, confirm=True))
     assert reset.accepted, reset.message
     with psycopg.connect(system.dsn, autocommit=True) as conn:
         conn.execute(f"DELETE FROM {system.table} WHERE id BETWEEN 101 AND 200")
@@ -406,7 +258,7 @@ async def test_every_status_configuration_and_administration_rpc_on_the_running_
                      what="consumers to equal the table after ResetSource")
     await eventually(streaming, timeout=30, what="everything to stream again after ResetSource")
 
-    drain = await oam_call(system, "DrainReplication", oam_pb2.DrainReplicationRequest(drain_deadline_seconds=30))
+    drain = await system.oam("DrainReplication", oam_pb2.DrainReplicationRequest(drain_deadline_seconds=30))
     assert drain.accepted and drain.drained_targets == 1, drain
     await eventually(lambda: not system.services["fanout"].ready(), timeout=20,
                      what="the drained fan-out instance to report itself unready")

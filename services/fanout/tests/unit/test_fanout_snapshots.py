@@ -139,3 +139,27 @@ async def test_a_damaged_newest_snapshot_falls_back_to_an_older_one(make_world: 
     fresh = build_world(snapshot_store=store, snapshot_policy=SnapshotPolicy(interval=0))
     assert await fresh.targets.snapshots[fresh.replica.table].restore_newest() == older
     assert len(fresh.replica.state) == 5 and fresh.replica.journal.current_sequence == 5
+
+
+async def test_a_snapshot_deleted_from_the_store_is_neither_fetched_nor_counted_as_the_latest(
+        make_world: MakeWorld) -> None:
+    store = MemorySnapshotStore()
+    world = started(make_world, store)
+    await eventually(lambda: world.replica.ready, what="the table ready")
+    snapshots = world.targets.snapshots[world.replica.table]
+    deleted = await snapshots.take()
+    assert deleted is not None and await snapshots.take() is None  # unchanged since: the timer skips it
+    await store.delete_snapshot(world.replica.table, deleted.snapshot_id)  # as OAM's DeleteSnapshot does
+
+    with pytest.raises(SnapshotNotFound):
+        await world.targets.find_snapshot(deleted.snapshot_id)
+    world.clock.advance(1)
+    again = await snapshots.take()  # the table did not change, but its only snapshot is gone
+    assert again is not None and again.snapshot_id != deleted.snapshot_id
+    assert again.source_position == deleted.source_position
+    assert world.targets.status("public", "items").latest_snapshot == again
+    assert [m.snapshot_id for m in await store.list_snapshots(world.replica.table)] == [again.snapshot_id]
+    assert await snapshots.take() is None  # and that one stands for the unchanged table again
+
+    await store.delete_snapshot(world.replica.table, again.snapshot_id)
+    assert await snapshots.list() == [] and world.targets.status("public", "items").latest_snapshot is None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from laredo_core.changes import TableId
 from laredo_oam.adapters.memory import InMemoryCoordinationStore
 from laredo_oam.application.status_view import StatusView
+from laredo_oam.domain.catalog import Catalog, ConfiguredTable, ConfiguredTarget
 from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed
 from laredo_oam.domain.states import PipelineState, ServiceState
-from services.oam.tests.oam_testkit import beat, catalog, fanout_report, ingest_report
+from laredo_oam.entrypoints.grpc import mappers
+from services.oam.tests.oam_testkit import FANOUT, QUERY, beat, catalog, fanout_report, ingest_report
 
 USERS = "pg:public.users:replication-fanout"
 ORDERS = "pg:public.orders:replication-fanout"
@@ -121,3 +124,22 @@ async def test_sources_reported_but_not_configured_are_listed(store: InMemoryCoo
     await beat(store, "ingest", "i9", ingest_report(source="other"))
     assert [s.source_id for s in await view.source_info()] == ["other", "pg"]
     assert [len(view.list_tables())] == [2]
+
+
+async def test_each_pipeline_counts_the_dead_letters_its_target_instances_report(
+        store: InMemoryCoordinationStore) -> None:
+    configured = catalog()
+    users = ConfiguredTable("pg", TableId("public", "users"),
+                            (ConfiguredTarget(FANOUT, {}), ConfiguredTarget(QUERY, {})))
+    view = StatusView(store, Catalog(configured.sources, (users, *configured.tables[1:])))
+    await beat(store, "ingest", "i1", ingest_report())
+    # Both fan-out instances read the same stream: the letters they record are the same ones, not a sum.
+    await beat(store, "fanout", "f1", fanout_report({"public.users": {"dead_letters": 2}, "public.orders": {}}))
+    await beat(store, "fanout", "f2", fanout_report({"public.users": {"dead_letters": 3}, "public.orders": {}}))
+    await beat(store, "query", "q1", fanout_report({"public.users": {"dead_letters": 1}}))
+    status = await view.system_status()
+    query_users = "pg:public.users:indexed-memory"
+    assert {p.pipeline_id: p.dead_letter_count for p in status.pipelines} == {USERS: 3, query_users: 1, ORDERS: 0}
+    assert {p.pipeline_id: p.dead_letter_count for p in mappers.system_status(status).pipelines} == {
+        USERS: 3, query_users: 1, ORDERS: 0}
+    assert mappers.pipeline(await view.pipeline_status(query_users)).dead_letter_count == 1

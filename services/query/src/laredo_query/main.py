@@ -28,14 +28,15 @@ from laredo_core.rebuild.instance import InstanceRebuilds
 from laredo_core.rebuild.tail import StreamTail
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.snapshots.store import SnapshotStore
+from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader
 from laredo_core.stream.memory_feed import MemoryChangeFeed
 from laredo_core.stream.memory_tail import MemoryStreamTail
 from laredo_core.stream.codec import decode_batch
+from laredo_core.stream.nats_bounds import NatsStreamBoundsReader
 from laredo_core.stream.nats_feed import NatsChangeFeed
 from laredo_core.stream.nats_tail import NatsStreamTail
 
-from laredo_query.adapters.memory_stream_bounds import MemoryStreamBounds
-from laredo_query.adapters.nats_stream_bounds import NatsStreamBounds
+from laredo_query.adapters.codec_stream_bounds import CodecStreamBounds
 from laredo_query.adapters.system_clock import SystemClock
 from laredo_query.application.applier import TARGET_TYPE, ChangeApplier
 from laredo_query.application.dead_letter_replay import QueryDeadLetterReplay
@@ -264,9 +265,10 @@ def _startup_restore(config: QueryConfig, tables: list[QueryTable], stores: dict
     if not sources:
         return None
     if bounds is None and isinstance(feed, MemoryChangeFeed):
-        bounds = MemoryStreamBounds(feed)
+        bounds = CodecStreamBounds(MemoryStreamBoundsReader(feed))
     elif bounds is None and isinstance(feed, NatsChangeFeed):
-        bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix)
+        bounds = CodecStreamBounds(NatsStreamBoundsReader(config.nats_urls, config.subject_prefix,
+                                                          client_name="laredo-query-restore"))
     if bounds is None:
         log.warning("no snapshot is loaded at start-up: this change feed cannot tell where its stream stands "
                     "(pass stream_bounds to build())")

@@ -12,8 +12,9 @@ import pytest
 from laredo_core.changes import ColumnInfo, TableId
 from laredo_core.stream import naming
 from laredo_query.adapters.memory import MemoryChangeFeed
-from laredo_query.adapters.memory_stream_bounds import MemoryStreamBounds
-from laredo_query.adapters.nats_stream_bounds import NatsStreamBounds
+from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader
+from laredo_core.stream.nats_bounds import NatsStreamBoundsReader
+from laredo_query.adapters.codec_stream_bounds import CodecStreamBounds
 from laredo_query.domain.snapshot_choice import StreamStateUnavailable
 from laredo_query.ports import StreamBounds
 from services.query.tests.query_testkit import COLUMNS, SOURCE, TABLE, Batches, insert, row
@@ -35,7 +36,8 @@ class Backend(Protocol):
 @dataclass
 class MemoryBackend:
     feed: MemoryChangeFeed
-    bounds: MemoryStreamBounds
+    reader: MemoryStreamBoundsReader
+    bounds: CodecStreamBounds
 
     async def publish(self, table: TableId, data: bytes) -> int:
         return self.feed.publish(table, data)
@@ -44,14 +46,14 @@ class MemoryBackend:
         self.feed.discard_through(sequence)
 
     async def remove_stream(self) -> None:
-        self.bounds.missing = True
+        self.reader.missing = True
 
 
 @dataclass
 class NatsBackend:
     js: Any
     prefix: str
-    bounds: NatsStreamBounds
+    bounds: CodecStreamBounds
 
     @property
     def stream(self) -> str:
@@ -71,14 +73,15 @@ class NatsBackend:
 async def backend(request: pytest.FixtureRequest, unique_name: str) -> AsyncIterator[Backend]:
     if request.param == "memory":
         feed = MemoryChangeFeed()
-        yield MemoryBackend(feed, MemoryStreamBounds(feed))
+        reader = MemoryStreamBoundsReader(feed)
+        yield MemoryBackend(feed, reader, CodecStreamBounds(reader))
         return
     nats_url = request.getfixturevalue("nats_url")
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     await js.add_stream(name=naming.stream_name(unique_name, SOURCE),
                         subjects=[naming.source_subject_filter(unique_name, SOURCE)])
-    bounds = NatsStreamBounds([nats_url], unique_name)
+    bounds = CodecStreamBounds(NatsStreamBoundsReader([nats_url], unique_name))
     try:
         yield NatsBackend(js, unique_name, bounds)
     finally:
@@ -130,12 +133,13 @@ async def test_a_missing_stream_is_not_retryable(backend: Backend) -> None:
 
 
 async def test_an_unreachable_server_is_retryable(unique_name: str) -> None:
-    bounds = NatsStreamBounds(["nats://127.0.0.1:1"], unique_name)
+    bounds = CodecStreamBounds(NatsStreamBoundsReader(["nats://127.0.0.1:1"], unique_name))
     with pytest.raises(StreamStateUnavailable) as unreachable:
         await bounds.state(SOURCE, TABLE)
     assert unreachable.value.retryable and "cannot reach NATS" in str(unreachable.value)
-    memory = MemoryStreamBounds(MemoryChangeFeed())
-    memory.unreachable = 1
+    reader = MemoryStreamBoundsReader(MemoryChangeFeed())
+    memory = CodecStreamBounds(reader)
+    reader.unreachable = 1
     with pytest.raises(StreamStateUnavailable) as injected:
         await memory.state(SOURCE, TABLE)
     assert injected.value.retryable and (await memory.state(SOURCE, TABLE)).last_sequence == 0

@@ -16,8 +16,9 @@ from laredo_core.config import load_settings
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.snapshots.memory_store import MemorySnapshotStore
 from laredo_core.stream.feed import ChangeSink, FeedSubscription
+from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader
 from laredo_query.adapters.memory import MemoryChangeFeed
-from laredo_query.adapters.memory_stream_bounds import MemoryStreamBounds
+from laredo_query.adapters.codec_stream_bounds import CodecStreamBounds
 from laredo_query.application.startup_restore import RestoreSource, RetryPolicy, StartupRestore
 from laredo_query.domain.snapshot_choice import StreamState, unusable_reason
 from laredo_query.main import QueryApp, build
@@ -27,6 +28,12 @@ from services.query.tests.snapshot_testkit import SNAPSHOT_SERVICE, store_snapsh
 from services.query.tests.unit.conftest import DEFINITIONS, World, build_world
 
 MakeWorld = Callable[..., World]
+
+
+def memory_bounds(feed: MemoryChangeFeed) -> CodecStreamBounds:
+    return CodecStreamBounds(MemoryStreamBoundsReader(feed))
+
+
 CONFIG = """
 sources { pg { type = postgresql, connection = "host=unused" } }
 tables = [ { source = pg, schema = public, table = items, targets = [ {
@@ -161,7 +168,7 @@ async def test_a_corrupted_newest_snapshot_is_skipped_for_an_older_one(
     world = build_world()
     with caplog.at_level(logging.WARNING):
         restored = await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)],
-                                        MemoryStreamBounds(history.feed)).restore()
+                                        memory_bounds(history.feed)).restore()
     assert restored == {TABLE: older}
     assert f"snapshot {newest.snapshot_id} not used" in caplog.text and "does not match its manifest" in caplog.text
     assert len(world.table.indexed) == older.row_count and world.table.baseline_complete
@@ -195,7 +202,7 @@ async def test_an_unusable_snapshot_falls_back_to_the_whole_stream(
     world = build_world()
     with caplog.at_level(logging.WARNING):
         restored = await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)],
-                                        MemoryStreamBounds(history.feed)).restore()
+                                        memory_bounds(history.feed)).restore()
     assert restored == {} and len(world.table.indexed) == 0 and world.table.applied_position is None
     expected = {"gap": "removed (stream limits), so its tail has a gap", "columns": "column 'note' is in the snapshot",
                 "recreated": "the stream was created again", "checksum": "differs from the manifest's",
@@ -216,25 +223,26 @@ async def test_restore_on_start_false_reads_the_whole_stream(history: History, s
 async def test_an_unreachable_stream_is_retried_then_the_snapshot_loads(history: History) -> None:
     mixed_history(history)
     manifest = await history.snapshot()
-    bounds = MemoryStreamBounds(history.feed)
-    bounds.unreachable = 2
+    reader = MemoryStreamBoundsReader(history.feed)
+    reader.unreachable = 2
     world = build_world()
-    restored = await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)], bounds,
-                                    retry=RetryPolicy(0.01, 0.01)).restore()
-    assert restored == {TABLE: manifest} and bounds.calls == 3
+    restored = await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)],
+                                    CodecStreamBounds(reader), retry=RetryPolicy(0.01, 0.01)).restore()
+    assert restored == {TABLE: manifest} and reader.calls == 3
 
 
 async def test_a_missing_stream_or_an_unavailable_store_means_the_whole_stream(history: History) -> None:
     mixed_history(history)
     await history.snapshot()
-    bounds = MemoryStreamBounds(history.feed)
-    bounds.missing = True
+    reader = MemoryStreamBoundsReader(history.feed)
+    bounds = CodecStreamBounds(reader)
+    reader.missing = True
     world = build_world()
     assert await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)], bounds).restore() == {}
     history.store.unavailable = True
-    bounds.missing = False
+    reader.missing = False
     assert await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)], bounds).restore() == {}
-    assert bounds.calls == 1 and world.table.applied_position is None
+    assert reader.calls == 1 and world.table.applied_position is None
 
 
 async def test_rows_breaking_a_unique_index_are_left_out_and_counted(history: History) -> None:
@@ -245,7 +253,7 @@ async def test_rows_breaking_a_unique_index_are_left_out_and_counted(history: Hi
                                      stream_sequence=manifest.stream_sequence, created_at=history.clock + 100)
     world = build_world()
     restored = await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)],
-                                    MemoryStreamBounds(history.feed)).restore()
+                                    memory_bounds(history.feed)).restore()
     assert restored == {TABLE: duplicate}
     assert len(world.table.indexed) == 2 and world.table.skipped_changes == 1
 

@@ -1,75 +1,45 @@
 """This instance in the coordination store: a status heartbeat, and the operators' commands (drain, snapshot).
 
 Commands arrive for 'fanout:*' (every instance, each reading with its own group) and for
-'fanout:<instance_id>'. Executing one is idempotent by command id; its result is stored for the sender.
-Coordination never stops the data path: an unreachable store only delays commands and heartbeats.
+'fanout:<instance_id>'; laredo_core.coordination.instance serves them, answers restores and replays with the
+instance's rebuilds and hands every other kind to this module. Executing one is idempotent by command id; its
+result is stored for the sender. Coordination never stops the data path: an unreachable store only delays
+commands and heartbeats.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from laredo_core.coordination.heartbeat import InstanceHeartbeat
+from laredo_core.coordination.instance import CommandAnswer, InstanceCoordinator
+from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus, CoordinationStore
 from laredo_core.coordination.status_reports import column_report
 from laredo_core.rebuild.instance import InstanceRebuilds
-from laredo_core.coordination.ports import (
-    Command,
-    CommandKind,
-    CommandResult,
-    CommandStatus,
-    CoordinationStore,
-    CoordinationUnavailable,
-)
 
 from laredo_fanout.application.dead_letter_replay import FanoutDeadLetterReplay
 from laredo_fanout.application.targets import FanoutTargets
 from laredo_fanout.domain.errors import FanoutError, SnapshotStoreUnavailable
 from laredo_fanout.ports import Clock
 
-log = logging.getLogger(__name__)
-
 SERVICE = "fanout"
-BROADCAST_TARGET = "fanout:*"
 
 
 class FanoutCoordinator:
     def __init__(self, store: CoordinationStore, instance_id: str, targets: FanoutTargets, clock: Clock, *,
                  heartbeat_interval: float = 5.0, rebuilds: InstanceRebuilds | None = None,
                  dead_letter_replay: FanoutDeadLetterReplay | None = None) -> None:
-        self._store = store
         self._dead_letter_replay = dead_letter_replay  # REPLAY_DEAD_LETTERS; None: dead letters are off
-        self._instance_id = instance_id
         self._targets = targets
         self._clock = clock
-        self.joined = {target: asyncio.Event() for target in self.command_targets}  # set once commands are read
-        self.heartbeat = InstanceHeartbeat(store, SERVICE, instance_id, self.status,
-                                           interval=heartbeat_interval, ttl=3 * heartbeat_interval)
-        self.rebuilds = rebuilds  # restores and replays (RESTORE, REPLAY, STOP_REPLAY), reported as `replays`
-        if rebuilds is not None:
-            rebuilds.on_change = self.heartbeat.poke
-
-    @property
-    def command_targets(self) -> tuple[str, str]:
-        return BROADCAST_TARGET, f"{SERVICE}:{self._instance_id}"
+        self.instance = InstanceCoordinator(store, SERVICE, instance_id, self._own_status, self._carry_out,
+                                            heartbeat_interval=heartbeat_interval, rebuilds=rebuilds)
+        self.joined = self.instance.joined  # set once commands are read
 
     async def run(self) -> None:
         """Heartbeat and command loops until cancelled; on cancellation the instance deregisters."""
-        broadcast, own = self.command_targets
-        try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self.heartbeat.run())
-                group.create_task(self._report_when_ready())
-                group.create_task(self._serve(broadcast, group_name=f"{broadcast}:{self._instance_id}"))
-                group.create_task(self._serve(own, group_name=None))
-        finally:
-            if self.rebuilds is not None:
-                await asyncio.shield(self.rebuilds.aclose())
-            await asyncio.shield(self.heartbeat.deregister())
+        await self.instance.run(self._report_when_ready)
 
     async def _report_when_ready(self) -> None:
         """Poke the heartbeat as each table becomes ready (baseline complete, caught up): OAM sees it at once."""
@@ -77,54 +47,33 @@ class FanoutCoordinator:
         try:
             for ready in asyncio.as_completed(waits):
                 await ready
-                self.heartbeat.poke()
+                self.instance.heartbeat.poke()
         finally:
             for wait in waits:
                 wait.cancel()
 
-    async def _serve(self, target: str, group_name: str | None) -> None:
-        subscription = self._store.commands(target, self._instance_id, group=group_name)
-        try:
-            with contextlib.suppress(CoordinationUnavailable):  # iteration keeps trying during an outage
-                await subscription.join()
-                self.joined[target].set()
-            async for command in subscription:
-                self.joined[target].set()
-                result = await self.execute(command)
-                try:
-                    await self._store.complete_command(command, result)
-                except CoordinationUnavailable as exc:
-                    log.warning("result of command %s not stored (%s); it is redelivered and re-run", command.command_id,
-                                exc)
-        finally:
-            await subscription.aclose()
-
     async def execute(self, command: Command) -> CommandResult:
         """Run one command (again, harmlessly, if it was already run: drains and snapshots are idempotent)."""
-        log.info("command %s (%s) from %s: %s", command.command_id, command.kind.value, command.target,
-                 dict(command.args))
-        if self.rebuilds is not None and (rebuilt := await self.rebuilds.execute(command)) is not None:
-            return rebuilt
+        return await self.instance.execute(command)
+
+    async def _carry_out(self, command: Command) -> CommandAnswer:
         try:
             if command.kind is CommandKind.DRAIN:
-                status, message, details = self._drain(command.args)
-            elif command.kind is CommandKind.SNAPSHOT:
-                status, message, details = await self._snapshot(command.args)
-            elif command.kind is CommandKind.REPLAY_DEAD_LETTERS and self._dead_letter_replay is not None:
-                status, message, details = self._dead_letter_replay.execute(command.args)
-            else:
-                status, message, details = (CommandStatus.REJECTED, f"fan-out does not execute {command.kind.value}; "
-                                            "it executes drain, snapshot, restore, replay and stop_replay", {})
+                return self._drain(command.args)
+            if command.kind is CommandKind.SNAPSHOT:
+                return await self._snapshot(command.args)
+            if command.kind is CommandKind.REPLAY_DEAD_LETTERS and self._dead_letter_replay is not None:
+                return self._dead_letter_replay.execute(command.args)
         except (FanoutError, ValueError, TypeError) as exc:
-            status, message, details = CommandStatus.FAILED, str(exc), {}
-        return CommandResult(command.command_id, status, message, details, executed_by=self._instance_id,
-                             finished_unix_ms=int(time.time() * 1000))
+            return CommandStatus.FAILED, str(exc), {}
+        return (CommandStatus.REJECTED, f"fan-out does not execute {command.kind.value}; it executes drain, "
+                "snapshot, restore, replay and stop_replay", {})
 
     def _drain(self, args: Mapping[str, Any]) -> tuple[CommandStatus, str, dict[str, Any]]:
         deadline = _deadline(args, self._clock.now())
         tables = self._targets.drain(str(args.get("schema") or ""), str(args.get("table") or ""), "admin", deadline)
         names = [str(t) for t in tables]
-        self.heartbeat.poke()
+        self.instance.heartbeat.poke()
         return CommandStatus.SUCCEEDED, f"draining {', '.join(names)}", {
             "tables": names, "drain_deadline_unix_ms": int(deadline * 1000)}
 
@@ -162,14 +111,13 @@ class FanoutCoordinator:
                             + [f"{t}: no snapshot store on this instance" for t in missing])
         return (CommandStatus.FAILED if failed or missing else CommandStatus.SUCCEEDED), message, details
 
-    def status(self) -> Mapping[str, Any]:
+    def _own_status(self) -> Mapping[str, Any]:
         ready, details = self._targets.readiness()
         for replica in self._targets.replicas:  # the columns OAM's GetTableSchema answers with
             entry = details.get("tables", {}).get(str(replica.table))
             if isinstance(entry, dict):
                 entry["columns"] = column_report(replica.columns)
-        replays = {"replays": self.rebuilds.report()} if self.rebuilds is not None else {}
-        return {"ready": ready, "draining": self._targets.draining, **details, **replays}
+        return {"ready": ready, "draining": self._targets.draining, **details}
 
 
 def _deadline(args: Mapping[str, Any], now: float) -> float:

@@ -13,29 +13,20 @@ position and it does not move their resume position. The letters stay in the sto
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from laredo_core.changes import Action, ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
+from laredo_core.deadletters.instance_replay import answer_replay, replay_page, truncate_superseded
 from laredo_core.deadletters.model import DeadLetter, PipelineId
-from laredo_core.deadletters.replay import (
-    ChangeDecoder,
-    ReplayFailed,
-    ReplayOutcome,
-    ReplayReport,
-    changes_to_replay,
-    parse_replay_args,
-)
+from laredo_core.deadletters.replay import ChangeDecoder, ReplayOutcome, ReplayReport
 
 from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.domain.errors import ChangeNotApplicable
 from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.table_state import RowEffect
 from laredo_fanout.ports import Clock, SyncEncoder
-
-log = logging.getLogger(__name__)
 
 TARGET_TYPE = "replication-fanout"
 
@@ -50,34 +41,18 @@ class FanoutDeadLetterReplay:
 
     def execute(self, args: Mapping[str, Any]) -> tuple[CommandStatus, str, dict[str, Any]]:
         """A REPLAY_DEAD_LETTERS command: REJECTED when this instance has no target for the pipeline."""
-        pipeline, letters = parse_replay_args(args)
-        replica = self._replicas.get(pipeline.table)
-        if pipeline.target_type != TARGET_TYPE or replica is None or replica.source_id != pipeline.source_id:
-            return CommandStatus.REJECTED, f"this fan-out instance has no target for pipeline {pipeline}", {}
-        report = self.replay(replica, pipeline, letters)
-        message = (f"{pipeline}: {report.count(ReplayOutcome.APPLIED)} applied, "
-                   f"{report.count(ReplayOutcome.SUPERSEDED)} superseded, {report.count(ReplayOutcome.FAILED)} failed")
-        log.info("replayed dead letters: %s", message)
-        return CommandStatus.SUCCEEDED, message, report.to_details()
+        return answer_replay(args, service="fan-out", target_type=TARGET_TYPE, targets=self._replicas,
+                             replay=self.replay)
 
     def replay(self, replica: TableReplica, pipeline: PipelineId, letters: Sequence[DeadLetter]) -> ReplayReport:
-        outcomes: dict[str, ReplayOutcome] = {}
-        reasons: dict[str, str] = {}
-        appended = 0
-        for letter in letters:
-            try:
-                applied = self._replay_one(replica, letter)
-            except (ReplayFailed, ChangeNotApplicable) as exc:
-                outcomes[letter.letter_id], reasons[letter.letter_id] = ReplayOutcome.FAILED, str(exc)
-                continue
-            outcomes[letter.letter_id] = ReplayOutcome.APPLIED if applied else ReplayOutcome.SUPERSEDED
-            appended += applied
-        if appended:
+        report = replay_page(letters, self._decode, replica.table,
+                             lambda batch, changes: self._apply(replica, batch, changes),
+                             not_applicable=(ChangeNotApplicable,))
+        if report.count(ReplayOutcome.APPLIED):
             replica.notify_appended()
-        return ReplayReport(outcomes, reasons)
+        return report
 
-    def _replay_one(self, replica: TableReplica, letter: DeadLetter) -> int:
-        batch, changes = changes_to_replay(letter, self._decode, replica.table)
+    def _apply(self, replica: TableReplica, batch: ChangeBatchInfo, changes: list[RowChange]) -> int:
         applied = 0
         for change in changes:
             if _superseded(replica, change):
@@ -101,9 +76,9 @@ class FanoutDeadLetterReplay:
 
 def _superseded(replica: TableReplica, change: RowChange) -> bool:
     """Whether the table already holds something newer than the change (see the module's rules)."""
-    state, applied = replica.state, replica.applied_position
     if change.action is Action.TRUNCATE:
-        return applied is not None and applied > change.position
+        return truncate_superseded(replica, change)
+    state = replica.state
     if change.action is Action.DELETE:
         key = state.key_of(change.old or {})
         return state.get(key) is None

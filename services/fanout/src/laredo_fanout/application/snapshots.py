@@ -16,6 +16,7 @@ from typing import Any
 
 from laredo_core.changes import TableId
 from laredo_core.position import PositionError
+from laredo_core.rebuild.snapshot_rows import read_verified_rows
 from laredo_core.snapshots.format import (
     Checksum,
     SnapshotManifest,
@@ -51,7 +52,6 @@ class TableSnapshots:
         self.policy = policy
         self._encoder = encoder
         self._clock = clock
-        self._known: dict[str, SnapshotManifest] = {}  # manifests never change: cache the ones looked up
         self._taking = asyncio.Lock()  # the timer, an OAM command and the stop may ask at once: one at a time
 
     @property
@@ -94,7 +94,8 @@ class TableSnapshots:
         latest = replica.latest_snapshot
         if self.unavailable_reason() or position is None:
             return None
-        if not force and latest is not None and latest.source_position == str(position):
+        if not force and latest is not None and latest.source_position == str(position) \
+                and await self._still_stored(latest):
             return None
         rows = [r.values for r in replica.state.rows()]
         created = self._clock.now()
@@ -105,11 +106,22 @@ class TableSnapshots:
             journal_sequence=replica.journal.current_sequence, created_at=created, parts=(), checksum="",
             source_id=replica.source_id, user_meta=user_meta)
         manifest = await self._write(base, rows)
-        replica.latest_snapshot = self._known[manifest.snapshot_id] = manifest
+        replica.latest_snapshot = manifest
         log.info("%s: snapshot %s stored (%d rows, position %s, %d bytes)", self.table, manifest.snapshot_id,
                  manifest.row_count, manifest.source_position, manifest.size_bytes)
         await self.apply_retention()
         return manifest
+
+    async def _still_stored(self, latest: SnapshotManifest) -> bool:
+        """Whether the latest snapshot is still in the store: an operator may have deleted it (OAM's
+        DeleteSnapshot), and a table that has not changed since must then be snapshotted again."""
+        if await self.store.read_manifest(self.table, latest.snapshot_id) is not None:
+            return True
+        log.info("%s: the latest snapshot %s is no longer in the store; taking a new one", self.table,
+                 latest.snapshot_id)
+        if self.replica.latest_snapshot is latest:
+            self.replica.latest_snapshot = None
+        return False
 
     async def _write(self, base: SnapshotManifest, rows: list[dict[str, Any]]) -> SnapshotManifest:
         checksum, parts, step = Checksum(), [], self.policy.part_rows
@@ -126,22 +138,17 @@ class TableSnapshots:
         manifests = await self.store.list_snapshots(self.table)
         for manifest in expired(manifests, self._clock.now(), self.policy.keep_count, self.policy.max_age):
             await self.store.delete_snapshot(self.table, manifest.snapshot_id)
-            self._known.pop(manifest.snapshot_id, None)
             log.info("%s: snapshot %s removed by retention", self.table, manifest.snapshot_id)
 
     async def list(self, limit: int = 0) -> list[SnapshotManifest]:
         manifests = await self.store.list_snapshots(self.table)
-        if manifests:
-            self.replica.latest_snapshot = manifests[0]
+        self.replica.latest_snapshot = manifests[0] if manifests else None
         return manifests[:limit] if limit > 0 else manifests
 
     async def find(self, snapshot_id: str) -> SnapshotManifest | None:
-        manifest = self._known.get(snapshot_id)
-        if manifest is None:
-            manifest = await self.store.read_manifest(self.table, snapshot_id)
-            if manifest is not None:
-                self._known[snapshot_id] = manifest
-        return manifest
+        """The snapshot's manifest as the store holds it now (None once deleted: no cache can outlive a
+        DeleteSnapshot)."""
+        return await self.store.read_manifest(self.table, snapshot_id)
 
     async def stored_rows(self, manifest: SnapshotManifest) -> AsyncIterator[list[StoredRow]]:
         """The snapshot's rows part by part, each checked against the manifest and encoded for clients."""
@@ -170,7 +177,6 @@ class TableSnapshots:
             except (SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable, PositionError) as exc:
                 log.error("%s: snapshot %s unusable (%s); trying an older one", self.table, manifest.snapshot_id, exc)
                 continue
-            self._known[manifest.snapshot_id] = manifest
             log.info("%s: restored snapshot %s (%d rows at %s); consuming the stream after sequence %d",
                      self.table, manifest.snapshot_id, manifest.row_count, manifest.source_position,
                      manifest.stream_sequence)
@@ -178,18 +184,7 @@ class TableSnapshots:
         return None
 
     async def _verified_rows(self, manifest: SnapshotManifest) -> list[dict[str, Any]]:
-        where = f"snapshot {manifest.snapshot_id} of {self.table}"
         if manifest.table != self.table:
-            raise SnapshotCorrupt(f"{where}: its manifest names table {manifest.table}")
-        checksum, rows = Checksum(), []
-        for part in manifest.parts:
-            data = await self.store.read_part(self.table, manifest.snapshot_id, part.name)
-            checksum.update(data)
-            verify_part(part, data, where)
-            rows += await asyncio.to_thread(decode_rows, data, where)
-        if manifest.checksum and checksum.value != manifest.checksum:
-            raise SnapshotCorrupt(f"{where}: checksum {checksum.value} differs from the manifest's")
-        if len(rows) != manifest.row_count:
-            raise SnapshotCorrupt(f"{where}: {len(rows)} rows, the manifest says {manifest.row_count}")
-        return rows
-
+            raise SnapshotCorrupt(f"snapshot {manifest.snapshot_id} of {self.table}: its manifest names table "
+                                  f"{manifest.table}")
+        return await read_verified_rows(self.store, manifest)

@@ -144,7 +144,10 @@ def _pipeline(reports: Reports, key: PipelineKey) -> PipelineView:
         error = f"no {key.target_type} instance reports table {key.table} yet"
     rows = max((int(e.get("rows", 0) or 0) for _, e in targets), default=0)
     last = max((i.heartbeat_unix_ms for i, _ in targets), default=0)
-    return PipelineView(key, state, rows, error, last)
+    # Every instance of a target reads the whole stream and records the same letters (one id each in the
+    # store), so the count of the instance that failed the most stands for the pipeline.
+    dead_letters = max((int(e.get("dead_letters", 0) or 0) for _, e in targets), default=0)
+    return PipelineView(key, state, rows, error, last, dead_letters)
 
 
 def _not_ready(view: PipelineView) -> list[str]:

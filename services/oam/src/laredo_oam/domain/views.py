@@ -30,6 +30,7 @@ class PipelineView:
     row_count: int = 0
     error_message: str = ""
     last_change_unix_ms: int = 0
+    dead_letter_count: int = 0  # changes its target instances could not apply since they started (the most any reports)
 
     @property
     def pipeline_id(self) -> str:

@@ -11,29 +11,20 @@ The letters stay in the store: OAM removes them.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from laredo_core.changes import Action, ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
+from laredo_core.deadletters.instance_replay import answer_replay, replay_page, truncate_superseded
 from laredo_core.deadletters.model import DeadLetter, PipelineId
-from laredo_core.deadletters.replay import (
-    ChangeDecoder,
-    ReplayFailed,
-    ReplayOutcome,
-    ReplayReport,
-    changes_to_replay,
-    parse_replay_args,
-)
+from laredo_core.deadletters.replay import ChangeDecoder, ReplayReport
 
 from laredo_query.application.applier import TARGET_TYPE, watch_change
 from laredo_query.application.query_table import QueryTable
 from laredo_query.domain.errors import ChangeRejected
 from laredo_query.domain.events import ChangeEvent
 from laredo_query.ports import Clock
-
-log = logging.getLogger(__name__)
 
 
 class QueryDeadLetterReplay:
@@ -44,33 +35,20 @@ class QueryDeadLetterReplay:
 
     def execute(self, args: Mapping[str, Any]) -> tuple[CommandStatus, str, dict[str, Any]]:
         """A REPLAY_DEAD_LETTERS command: REJECTED when this instance has no target for the pipeline."""
-        pipeline, letters = parse_replay_args(args)
-        target = self._tables.get(pipeline.table)
-        if pipeline.target_type != TARGET_TYPE or target is None or target.source_id != pipeline.source_id:
-            return CommandStatus.REJECTED, f"this query instance has no target for pipeline {pipeline}", {}
-        report = self.replay(target, pipeline, letters)
-        message = (f"{pipeline}: {report.count(ReplayOutcome.APPLIED)} applied, "
-                   f"{report.count(ReplayOutcome.SUPERSEDED)} superseded, {report.count(ReplayOutcome.FAILED)} failed")
-        log.info("replayed dead letters: %s", message)
-        return CommandStatus.SUCCEEDED, message, report.to_details()
+        return answer_replay(args, service="query", target_type=TARGET_TYPE, targets=self._tables,
+                             replay=self.replay)
 
     def replay(self, target: QueryTable, pipeline: PipelineId, letters: Sequence[DeadLetter]) -> ReplayReport:
-        outcomes: dict[str, ReplayOutcome] = {}
-        reasons: dict[str, str] = {}
-        events: list[ChangeEvent] = []
-        for letter in letters:
-            try:
-                applied = self._replay_one(target, letter, events)
-            except (ReplayFailed, ChangeRejected) as exc:
-                outcomes[letter.letter_id], reasons[letter.letter_id] = ReplayOutcome.FAILED, str(exc)
-                continue
-            outcomes[letter.letter_id] = ReplayOutcome.APPLIED if applied else ReplayOutcome.SUPERSEDED
+        events: list[ChangeEvent] = []  # published together, once the page is replayed
+        report = replay_page(letters, self._decode, target.table,
+                             lambda batch, changes: self._apply(target, batch, changes, events),
+                             not_applicable=(ChangeRejected,))
         if events and len(target.subscribers):
             target.subscribers.publish(events)
-        return ReplayReport(outcomes, reasons)
+        return report
 
-    def _replay_one(self, target: QueryTable, letter: DeadLetter, events: list[ChangeEvent]) -> int:
-        batch, changes = changes_to_replay(letter, self._decode, target.table)
+    def _apply(self, target: QueryTable, batch: ChangeBatchInfo, changes: list[RowChange],
+               events: list[ChangeEvent]) -> int:
         applied = 0
         for change in changes:
             if _superseded(target, change):
@@ -87,9 +65,9 @@ class QueryDeadLetterReplay:
 
 def _superseded(target: QueryTable, change: RowChange) -> bool:
     """Whether the table already holds something newer than the change (see the module's rules)."""
-    position, applied = change.position, target.applied_position
     if change.action is Action.TRUNCATE:
-        return applied is not None and applied > position
+        return truncate_superseded(target, change)
+    position = change.position
     store = target.indexed.store
     values = change.old if change.action is Action.DELETE else change.new
     key = store.key_of(values or {})

@@ -48,7 +48,8 @@ def pipeline(view: PipelineView) -> oam_pb2.PipelineStatus:
     return oam_pb2.PipelineStatus(
         pipeline_id=view.pipeline_id, source_id=key.source_id, schema=key.table.schema, table=key.table.name,
         target_type=key.target_type, state=pipeline_state(view.state), row_count=view.row_count,
-        error_message=view.error_message, last_change_at=timestamp(view.last_change_unix_ms))
+        error_message=view.error_message, last_change_at=timestamp(view.last_change_unix_ms),
+        dead_letter_count=view.dead_letter_count)
 
 
 def source_status(view: SourceView) -> oam_pb2.SourceStatus:

@@ -1,10 +1,9 @@
-"""The StreamBounds port on JetStream: stream info plus the last message of the table's subject."""
+"""The StreamBoundsReader port on JetStream: stream info plus the last message of the table's subject."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Sequence
 
 import nats
@@ -13,56 +12,45 @@ from nats.aio.client import Client as NatsClient
 from nats.js.errors import NotFoundError
 
 from laredo_core.changes import TableId
-from laredo_core.errors import ProtocolError
 from laredo_core.stream import naming
-from laredo_core.stream.codec import decode_batch
-
-from laredo_query.domain.snapshot_choice import StreamState, StreamStateUnavailable
-
-log = logging.getLogger(__name__)
+from laredo_core.stream.bounds import StreamBoundsUnavailable, SubjectBounds
 
 _FAILURES = (nats_errors.Error, OSError, asyncio.TimeoutError)
 
 
-class NatsStreamBounds:
-    """The StreamBounds port (laredo_query.ports); connects at the first call and keeps the connection until
-    aclose()."""
+class NatsStreamBoundsReader:
+    """The StreamBoundsReader port (laredo_core.stream.bounds); connects at the first call and keeps the connection
+    until aclose()."""
 
-    def __init__(self, urls: Sequence[str], subject_prefix: str, *, client_name: str = "laredo-query-restore") -> None:
+    def __init__(self, urls: Sequence[str], subject_prefix: str, *, client_name: str = "laredo-stream-bounds") -> None:
         self._urls = list(urls)
         self._prefix = subject_prefix
         self._client_name = client_name
         self._nc: NatsClient | None = None
         self._connecting = asyncio.Lock()
 
-    async def state(self, source_id: str, table: TableId) -> StreamState:
+    async def bounds(self, source_id: str, table: TableId) -> SubjectBounds:
         stream = naming.stream_name(self._prefix, source_id)
         subject = naming.table_subject(self._prefix, source_id, table)
         js = (await self._connect()).jetstream()
         try:
             info = await js.stream_info(stream)
         except NotFoundError:
-            raise StreamStateUnavailable(f"stream {stream} does not exist (has ingest started source "
-                                         f"{source_id!r}?)", retryable=False) from None
+            raise StreamBoundsUnavailable(f"stream {stream} does not exist (has ingest started source "
+                                          f"{source_id!r}?)", retryable=False) from None
         except _FAILURES as exc:
-            raise StreamStateUnavailable(f"cannot read stream {stream} ({exc!r})", retryable=True) from exc
+            raise StreamBoundsUnavailable(f"cannot read stream {stream} ({exc!r})", retryable=True) from exc
         last, first = info.state.last_seq, info.state.first_seq
         if not info.state.messages:
             first = last + 1  # an empty (or purged) stream: what it holds next comes after its last sequence
         try:
             message = await js.get_last_msg(stream, subject)
         except NotFoundError:
-            return StreamState(stream, first, last, 0)
+            return SubjectBounds(stream, first, last)
         except _FAILURES as exc:
-            raise StreamStateUnavailable(f"cannot read the last message of {subject} in {stream} ({exc!r})",
-                                         retryable=True) from exc
-        sequence = message.seq or 0
-        try:
-            batch = decode_batch(message.data or b"", json_values=True)
-        except ProtocolError as exc:
-            log.warning("the last message of %s (stream sequence %d) does not decode: %s", subject, sequence, exc)
-            return StreamState(stream, first, last, sequence)
-        return StreamState(stream, first, last, sequence, batch.columns, batch.key_columns)
+            raise StreamBoundsUnavailable(f"cannot read the last message of {subject} in {stream} ({exc!r})",
+                                          retryable=True) from exc
+        return SubjectBounds(stream, first, last, message.seq or 0, message.data or b"")
 
     async def aclose(self) -> None:
         nc, self._nc = self._nc, None
@@ -80,8 +68,8 @@ class NatsStreamBounds:
                                                   max_reconnect_attempts=1, reconnect_time_wait=0.2,
                                                   allow_reconnect=True, error_cb=_ignore)
                 except _FAILURES as exc:
-                    raise StreamStateUnavailable(f"cannot reach NATS at {', '.join(self._urls)} ({exc!r})",
-                                                 retryable=True) from exc
+                    raise StreamBoundsUnavailable(f"cannot reach NATS at {', '.join(self._urls)} ({exc!r})",
+                                                  retryable=True) from exc
             return self._nc
 
 
