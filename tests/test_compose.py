@@ -180,3 +180,37 @@ def test_dockerfile_builds_the_console_scripts_pyproject_declares() -> None:
         assert where.split("/")[0] in sources, f"Dockerfile does not copy {where}"
     scripts = pyproject["project"]["scripts"]
     assert {f"laredo-{name}" for name in LAREDO_SERVICES} <= set(scripts)
+
+
+def test_snapshot_service_runs_spark_master_and_worker_from_one_image(services: dict[str, dict[str, Any]]) -> None:
+    spark = ("spark-master", "spark-worker", "snapshot")
+    assert {services[name]["image"] for name in spark} == {"laredo-spark:local"}
+    assert services["spark-master"]["build"] == {"context": ".", "dockerfile": "services/snapshot/Dockerfile"}
+    dockerfile = (ROOT / "services" / "snapshot" / "Dockerfile").read_text()
+    assert re.search(r"pip install \"\.\[spark\]\"", dockerfile) and "openjdk-17-jre-headless" in dockerfile
+    user = re.findall(r"^USER\s+(\S+)", dockerfile, re.M)
+    assert user and user[-1].split(":")[0] not in ("root", "0")
+    assert services["spark-master"]["command"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    worker = services["spark-worker"]["command"]
+    assert worker[:3] == ["spark-class", "org.apache.spark.deploy.worker.Worker", "spark://spark-master:7077"]
+    snapshot = services["snapshot"]
+    assert snapshot["command"] == ["laredo-snapshot", "--config", CONFIG_TARGET]
+    assert snapshot["configs"] == [{"source": "laredo_conf", "target": CONFIG_TARGET}]
+    assert snapshot["depends_on"]["minio-init"] == {"condition": "service_completed_successfully"}
+    for dependency in ("nats", "redis", "spark-worker"):
+        assert snapshot["depends_on"][dependency] == {"condition": "service_healthy"}
+    assert services["spark-worker"]["depends_on"]["spark-master"] == {"condition": "service_healthy"}
+
+
+def test_snapshot_service_config_uses_the_compose_spark_master_and_health_port(
+        services: dict[str, dict[str, Any]]) -> None:
+    from laredo_snapshot.config import read_snapshot_config
+
+    config = read_snapshot_config(load_settings(ROOT / COMPOSE_CONFIG, env={}))
+    assert config.spark.master == "spark://spark-master:7077"
+    assert config.spark.conf.get("spark.driver.host") == "snapshot"
+    (job,) = config.tables
+    assert job.store.kind == "s3" and job.store.endpoint == "minio:9000" and job.store.bucket == "laredo-snapshots"
+    assert "mc mb --ignore-existing laredo/laredo-snapshots" in " ".join(services["minio-init"]["command"])
+    probe = " ".join(services["snapshot"]["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{config.health_port}/health/ready" in probe

@@ -1,0 +1,1 @@
+"""Adapters of the snapshot service: Spark, NATS, snapshot stores, OpenTelemetry, clock."""

@@ -1,0 +1,214 @@
+"""Composition root of the snapshot service: settings in, adapters built, passes run; nothing connects at import.
+
+`laredo-snapshot --config PATH --once` runs one pass over the tables and exits (1 when a table failed: for
+cron and CI); without --once it serves: a pass at start (snapshot.run_on_start) and every snapshot.interval,
+SNAPSHOT commands from the coordination store, status heartbeats and /health/{live,ready}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from laredo_core.cli import run_service
+from laredo_core.config import LaredoSettings
+from laredo_core.coordination.ids import default_instance_id
+from laredo_core.errors import ConfigError
+from laredo_core.health import HealthServer
+from laredo_core.rebuild.tail import StreamTail
+from laredo_core.snapshots.config import StoreConfig
+from laredo_core.snapshots.factory import SnapshotStores
+from laredo_core.stream.nats_tail import NatsStreamTail
+from laredo_core.telemetry import build_tracer_provider
+
+from laredo_snapshot.adapters.memory import SilentObserver
+from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds
+from laredo_snapshot.adapters.otel_observer import OtelObserver, build_meter_provider
+from laredo_snapshot.adapters.sequential_compactor import SequentialCompactor
+from laredo_snapshot.adapters.system_clock import SystemClock
+from laredo_snapshot.application.compaction import TableCompaction
+from laredo_snapshot.application.coordination import SnapshotCoordinator
+from laredo_snapshot.application.service import SnapshotService, TableRun
+from laredo_snapshot.config import SnapshotConfig, read_snapshot_config
+from laredo_snapshot.domain.errors import SnapshotServiceError
+from laredo_snapshot.ports import Clock, Compactor, CoordinationStore, Observer, SnapshotStore, StreamBounds
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "laredo-snapshot"
+CLIENT_NAME = "laredo-snapshot"
+
+
+@dataclass
+class SnapshotApp:
+    """The wired service: run_once() for one pass, serve(stop) until stop is set."""
+
+    config: SnapshotConfig
+    service: SnapshotService
+    coordinator: SnapshotCoordinator | None = None
+    tracer_provider: TracerProvider | None = None
+    closers: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
+    health_port: int = 0
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    _stopping: bool = False
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        status = self.service.status()
+        ready = self.started.is_set() and not self._stopping
+        return ready, {**status, "ready": ready, **({"stopping": True} if self._stopping else {})}
+
+    async def run_once(self, tables: Sequence[str] = ()) -> list[TableRun]:
+        """One pass (heartbeats meanwhile when coordinated); SnapshotServiceError if a table failed."""
+        heartbeat = self._start_coordination()
+        try:
+            self.started.set()
+            runs = await self.service.run_pass(self.service.resolve(list(tables)))
+        finally:
+            await self._close(heartbeat)
+        failed = [r for r in runs if r.error]
+        if failed:
+            raise SnapshotServiceError(f"{len(failed)} of {len(runs)} table(s) failed: "
+                                       + "; ".join(f"{r.table}: {r.error}" for r in failed))
+        return runs
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Shutdown order: unready, stop scheduling (a running Spark job is cancelled), coordination, clients."""
+        health = HealthServer(self.config.health_host, self.config.health_port, ready=self.readiness)
+        coordination: asyncio.Task[None] | None = None
+        schedule: asyncio.Task[None] | None = None
+        try:
+            await health.start()
+            self.health_port = health.port
+            coordination = self._start_coordination()
+            schedule = asyncio.create_task(self.service.run_every_interval(first_now=self.config.run_on_start),
+                                           name="snapshot-schedule")
+            self.started.set()
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait((stopped, schedule), return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if schedule.done():
+                schedule.result()  # the schedule ends only by an error: raise it
+        finally:
+            self._stopping = True
+            if schedule is not None:
+                schedule.cancel()
+                await asyncio.gather(schedule, return_exceptions=True)
+            await self._close(coordination)
+            await health.stop()
+
+    def _start_coordination(self) -> asyncio.Task[None] | None:
+        if self.coordinator is None:
+            return None
+        return asyncio.create_task(self.coordinator.run(), name="snapshot-coordination")
+
+    async def _close(self, coordination: asyncio.Task[None] | None) -> None:
+        if coordination is not None:
+            coordination.cancel()
+            await asyncio.gather(coordination, return_exceptions=True)
+        for close in self.closers:
+            with contextlib.suppress(Exception):
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result
+        if self.tracer_provider is not None:
+            self.tracer_provider.force_flush()
+
+
+def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail: StreamTail | None = None,
+          store_for: Callable[[StoreConfig], SnapshotStore] | None = None, compactor: Compactor | None = None,
+          coordination: CoordinationStore | None = None, clock: Clock | None = None,
+          observer: Observer | None = None, tracer_provider: TracerProvider | None = None,
+          instance_id: str = "") -> SnapshotApp:
+    """Wire the service from settings; the overrides replace real adapters (tests, embedding)."""
+    config = read_snapshot_config(settings)
+    clock = clock or SystemClock()
+    closers: list[Callable[[], Awaitable[None] | None]] = []
+    if observer is None and tracer_provider is None and settings.telemetry.exporter == "none":
+        observer = SilentObserver()
+    if observer is None:
+        tracer_provider = tracer_provider or build_tracer_provider(settings.telemetry, SERVICE_NAME)
+        observer = OtelObserver(tracer_provider, build_meter_provider(settings.telemetry, SERVICE_NAME))
+    store_for = store_for or SnapshotStores().store_for
+    if bounds is None:
+        nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=CLIENT_NAME)
+        bounds = nats_bounds
+        closers.append(nats_bounds.aclose)
+    if tail is None:
+        tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=True, client_name=CLIENT_NAME)
+        closers.append(tail.aclose)
+    if compactor is None:
+        compactor = SequentialCompactor(tail, store_for, observer)
+        if config.engine == "spark":
+            compactor = _spark_compactor(config, compactor, store_for, observer, closers)
+    compactions = [TableCompaction(job, store_for(job.store), bounds, compactor, clock, observer)
+                   for job in config.tables]
+    service = SnapshotService(compactions, clock, observer, interval=config.interval)
+    coordinator = None
+    if coordination is None and "redis" in settings.raw:
+        from laredo_core.coordination.redis_store import RedisCoordinationStore  # connects lazily
+
+        coordination = RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)
+    if coordination is not None:
+        coordinator = SnapshotCoordinator(coordination, instance_id or config.instance_id
+                                          or default_instance_id("snapshot"), service,
+                                          heartbeat_interval=config.status_interval)
+    return SnapshotApp(config, service, coordinator, tracer_provider, closers)
+
+
+def _spark_compactor(config: SnapshotConfig, sequential: Compactor, store_for: Callable[[StoreConfig], SnapshotStore],
+                     observer: Observer, closers: list[Callable[[], Awaitable[None] | None]]) -> Compactor:
+    """Imported here: pyspark loads only when the Spark engine is used."""
+    from laredo_snapshot.adapters.pyspark_compactor import PysparkCompactor
+    from laredo_snapshot.adapters.spark_session import SparkSessions, SparkSettings
+    from laredo_snapshot.adapters.spark_tasks import NatsTailOpener
+
+    sessions = SparkSessions(SparkSettings(config.spark.master, SERVICE_NAME, config.spark.driver_memory,
+                                           dict(config.spark.conf)))
+    closers.append(sessions.stop)
+    return PysparkCompactor(sessions, NatsTailOpener(config.nats_urls, config.subject_prefix), store_for,
+                            sequential, observer, partitions=config.partitions)
+
+
+def _add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--once", action="store_true",
+                        help="compact every table once and exit (exit code 1 if a table failed): for cron and CI")
+    parser.add_argument("--table", action="append", default=[], metavar="SCHEMA.TABLE",
+                        help="with --once: only this table (repeatable)")
+
+
+async def _main(settings: LaredoSettings, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    app = build(settings)
+    tables = ", ".join(str(t.table) for t in app.config.tables)
+    log.info("snapshot service for %s; engine %s (Spark master %s); NATS %s", tables, app.config.engine,
+             app.config.spark.master, ", ".join(app.config.nats_urls))
+    if args.once:
+        runs = await app.run_once(args.table)
+        for run in runs:
+            log.info("%s: %s", run.table, run.snapshot_id or (run.outcome.reason if run.outcome else ""))
+        return
+    if args.table:
+        log.warning("--table applies to --once only; serving every configured table")
+    await app.serve(stop)
+
+
+def _validate(settings: LaredoSettings, args: argparse.Namespace) -> SnapshotConfig:
+    config = read_snapshot_config(settings)
+    known = {str(t.table) for t in config.tables}
+    unknown = [t for t in args.table if t not in known]
+    if unknown:
+        raise ConfigError([f"--table {t}: not compacted by this service (it compacts {', '.join(sorted(known))})"
+                           for t in unknown])
+    return config
+
+
+def cli(argv: list[str] | None = None) -> int:
+    return run_service(SERVICE_NAME, "Laredo snapshot service: compacts snapshot + stream tail into new snapshots "
+                       "(PySpark).", _main, argv, extend=_add_flags, validate=_validate)
+
