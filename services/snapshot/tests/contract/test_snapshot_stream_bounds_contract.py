@@ -14,6 +14,7 @@ from laredo_snapshot.adapters.memory import MemoryStreamBounds
 from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds
 from laredo_snapshot.domain.errors import StreamUnavailable
 from laredo_snapshot.ports import StreamBounds
+from laredo_testing.process import free_port
 
 OTHER = TableId("public", "other")
 pytestmark = pytest.mark.integration
@@ -70,7 +71,7 @@ async def test_bounds_follow_the_stream_and_the_tables_subject(fixture: Fixture)
 async def test_a_missing_stream_is_unavailable(nats_url: str, unique_name: str) -> None:
     bounds = NatsStreamBounds([nats_url], unique_name)
     try:
-        with pytest.raises(StreamUnavailable, match="does not exist"):
+        with pytest.raises(StreamUnavailable, match="does not exist.*cannot be compacted yet"):
             await bounds.bounds(SOURCE, TABLE)
     finally:
         await bounds.aclose()
@@ -78,3 +79,12 @@ async def test_a_missing_stream_is_unavailable(nats_url: str, unique_name: str) 
     fake.unavailable = True
     with pytest.raises(StreamUnavailable):
         await fake.bounds(SOURCE, TABLE)
+
+
+async def test_an_unreachable_nats_is_asked_again_then_unavailable(unique_name: str) -> None:
+    bounds = NatsStreamBounds([f"nats://127.0.0.1:{free_port()}"], unique_name, attempts=2, retry_wait=0)
+    try:
+        with pytest.raises(StreamUnavailable, match="cannot reach NATS"):
+            await bounds.bounds(SOURCE, TABLE)
+    finally:
+        await bounds.aclose()

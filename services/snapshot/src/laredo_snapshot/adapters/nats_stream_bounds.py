@@ -1,66 +1,52 @@
-"""The StreamBounds port on JetStream: stream info plus the last message of the table's subject."""
+"""The StreamBounds port on JetStream: laredo_core's NatsStreamBoundsReader, its answers as TailBounds.
+
+The core reader tries to connect once per call; a compaction pass has no retry of its own, so a stream that
+cannot be reached is asked again (`attempts` in all, `retry_wait` seconds apart) before the table's compaction
+fails: a NATS restart during a pass does not cost the table its snapshot until the next interval.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import Sequence
 
-import nats
-from nats import errors as nats_errors
-from nats.aio.client import Client as NatsClient
-from nats.js.errors import NotFoundError
-
 from laredo_core.changes import TableId
-from laredo_core.stream import naming
+from laredo_core.stream.bounds import StreamBoundsUnavailable
+from laredo_core.stream.nats_bounds import NatsStreamBoundsReader
 
 from laredo_snapshot.domain.errors import StreamUnavailable
 from laredo_snapshot.domain.jobs import TailBounds
 
-_FAILURES = (nats_errors.Error, OSError, asyncio.TimeoutError)
+log = logging.getLogger(__name__)
 
 
 class NatsStreamBounds:
     """Connects at the first call and keeps the connection (aclose() ends it)."""
 
-    def __init__(self, urls: Sequence[str], subject_prefix: str, *, client_name: str = "laredo-snapshot") -> None:
-        self._urls = list(urls)
-        self._prefix = subject_prefix
-        self._client_name = client_name
-        self._nc: NatsClient | None = None
-        self._connecting = asyncio.Lock()
+    def __init__(self, urls: Sequence[str], subject_prefix: str, *, client_name: str = "laredo-snapshot",
+                 attempts: int = 3, retry_wait: float = 1.0) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {attempts}")
+        self._reader = NatsStreamBoundsReader(urls, subject_prefix, client_name=client_name)
+        self._attempts = attempts
+        self._retry_wait = retry_wait
 
     async def bounds(self, source_id: str, table: TableId) -> TailBounds:
-        stream = naming.stream_name(self._prefix, source_id)
-        subject = naming.table_subject(self._prefix, source_id, table)
-        js = (await self._connect()).jetstream()
-        try:
-            info = await js.stream_info(stream)
-        except NotFoundError:
-            raise StreamUnavailable(f"stream {stream} does not exist (has ingest started source {source_id!r}?); "
-                                    f"{table} cannot be compacted yet") from None
-        except _FAILURES as exc:
-            raise StreamUnavailable(f"cannot read stream {stream} ({exc!r})") from exc
-        try:
-            last = (await js.get_last_msg(stream, subject)).seq or 0
-        except NotFoundError:
-            last = 0
-        except _FAILURES as exc:
-            raise StreamUnavailable(f"cannot read the last message of {subject} in {stream} ({exc!r})") from exc
-        return TailBounds(stream, info.state.first_seq, info.state.last_seq, last)
+        for attempt in range(1, self._attempts + 1):
+            try:
+                read = await self._reader.bounds(source_id, table)
+            except StreamBoundsUnavailable as exc:
+                if not exc.retryable:
+                    raise StreamUnavailable(f"{exc}; {table} cannot be compacted yet") from None
+                if attempt == self._attempts:
+                    raise StreamUnavailable(str(exc)) from exc
+                log.warning("%s: stream bounds not read (%s); attempt %d of %d in %.1f s", table, exc, attempt + 1,
+                            self._attempts, self._retry_wait)
+                await asyncio.sleep(self._retry_wait)  # a short backoff before asking NATS again
+            else:
+                return TailBounds(read.stream, read.first_sequence, read.last_sequence, read.subject_last_sequence)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def aclose(self) -> None:
-        nc, self._nc = self._nc, None
-        if nc is not None:
-            with contextlib.suppress(*_FAILURES):
-                await nc.close()
-
-    async def _connect(self) -> NatsClient:
-        async with self._connecting:
-            if self._nc is None or self._nc.is_closed:
-                try:
-                    self._nc = await nats.connect(servers=self._urls, name=self._client_name, connect_timeout=2,
-                                                  max_reconnect_attempts=3, allow_reconnect=True)
-                except _FAILURES as exc:
-                    raise StreamUnavailable(f"cannot reach NATS at {', '.join(self._urls)} ({exc!r})") from exc
-            return self._nc
+        await self._reader.aclose()

@@ -28,7 +28,8 @@ class TableJob:
 class TailBounds:
     """The stream as it was when a compaction started.
 
-    first_sequence/last_sequence: the oldest and newest message the stream holds (any subject);
+    first_sequence/last_sequence: the oldest and newest message the stream holds (any subject; an empty
+    stream: last_sequence + 1 and its last sequence, 0 when never written);
     table_last_sequence: the newest message of the table's subject (0: none).
     """
 
