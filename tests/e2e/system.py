@@ -1,7 +1,7 @@
 """A whole Laredo system as processes, for end-to-end tests of operations through OAM.
 
-ingest, fan-out, query and OAM run on one table of a throwaway PostgreSQL, NATS and Redis (the test run's shared Redis,
-or one of the system's own that a test may stop and start). Helpers compare what consumers hold with the table:
+ingest, fan-out, query and OAM run on one table of a throwaway PostgreSQL, NATS and Redis (the test run's
+shared Redis, or one of the system's own that a test may stop and start). Helpers compare what consumers hold with the table:
 a fan-out client (laredo_client SyncReplica, failing on any gap or repeat of sequences) and the query
 service's ListRows, against SELECT *.
 """
