@@ -21,13 +21,13 @@ from laredo_core.config import LaredoSettings
 from laredo_core.deadletters.config import read_dead_letter_settings
 from laredo_core.deadletters.nats_store import dead_letter_stream_config, stream_spec_from_settings
 from laredo_core.health import HealthServer
-from laredo_core.telemetry import build_tracer_provider
+from laredo_core.telemetry import build_meter_provider, build_tracer_provider
 
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
 from laredo_ingest.adapters.nats_change_publisher import NatsChangePublisher
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_state_store import DEFAULT_BUCKET, NatsKvStateStore
-from laredo_ingest.adapters.otel_observer import OtelObserver, build_meter_provider
+from laredo_ingest.adapters.otel_observer import OtelObserver
 from laredo_ingest.adapters.psycopg_replication_stream import PsycopgReplicationStream
 from laredo_ingest.adapters.psycopg_source_database import PsycopgSourceDatabase
 from laredo_ingest.application.control import IngestControl

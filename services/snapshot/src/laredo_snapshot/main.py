@@ -26,11 +26,11 @@ from laredo_core.rebuild.tail import StreamTail
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.stream.nats_tail import NatsStreamTail
-from laredo_core.telemetry import build_tracer_provider
+from laredo_core.telemetry import build_meter_provider, build_tracer_provider
 
 from laredo_snapshot.adapters.memory import SilentObserver
 from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds
-from laredo_snapshot.adapters.otel_observer import OtelObserver, build_meter_provider
+from laredo_snapshot.adapters.otel_observer import OtelObserver
 from laredo_snapshot.adapters.sequential_compactor import SequentialCompactor
 from laredo_snapshot.adapters.system_clock import SystemClock
 from laredo_snapshot.application.compaction import TableCompaction

@@ -213,7 +213,8 @@ async def test_phases_become_nested_spans_and_metrics(world: World) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from laredo_core.config import TelemetrySettings
-    from laredo_snapshot.adapters.otel_observer import OtelObserver, build_meter_provider
+    from laredo_core.telemetry import build_meter_provider
+    from laredo_snapshot.adapters.otel_observer import OtelObserver
 
     exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
     provider = TracerProvider()

@@ -14,46 +14,12 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import Tracer
 
-from laredo_core.config import TelemetrySettings
 from laredo_core.telemetry import inject_headers
 
 log = logging.getLogger(__name__)
 PREFIX = "laredo.ingest."
-
-
-METRICS_EXPORT_SECONDS = 15.0
-
-
-def build_meter_provider(settings: TelemetrySettings, service_name: str, *,
-                         reader: MetricReader | None = None) -> MeterProvider:
-    """Metrics exported like traces (telemetry.exporter: otlp, console, none); `reader` overrides (tests)."""
-    readers: list[MetricReader] = []
-    if reader is not None:
-        readers.append(reader)
-    elif settings.exporter == "otlp":
-        readers.append(PeriodicExportingMetricReader(_otlp_metric_exporter(settings),
-                                                     export_interval_millis=METRICS_EXPORT_SECONDS * 1000))
-    elif settings.exporter == "console":
-        readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(),
-                                                     export_interval_millis=METRICS_EXPORT_SECONDS * 1000))
-    resource = Resource.create({"service.name": service_name, "service.namespace": settings.service_namespace})
-    return MeterProvider(resource=resource, metric_readers=readers)
-
-
-def _otlp_metric_exporter(settings: TelemetrySettings) -> Any:
-    if settings.otlp_protocol == "http":
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
-
-        endpoint = settings.otlp_endpoint.rstrip("/")
-        return HttpExporter(endpoint=endpoint if endpoint.endswith("/v1/metrics") else endpoint + "/v1/metrics")
-    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
-
-    return GrpcExporter(endpoint=settings.otlp_endpoint, insecure=settings.otlp_endpoint.startswith("http://"))
 
 
 class _OtelSpan:
