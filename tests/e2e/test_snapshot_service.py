@@ -1,9 +1,9 @@
 """The snapshot service on real PostgreSQL, ingest, NATS, S3 (moto) and Spark local mode, with fan-out restoring.
 
 Acceptance: a 100,000-row baseline and 20,000 changes (inserts, updates, deletes, primary-key updates, updates
-keeping unchanged TOASTed values, a TRUNCATE) compacted in three runs: each snapshot equals the table at its
-position, and a fresh fan-out instance restored from the last one plus the stream tail serves a client replica
-equal to the table. A compaction killed midway leaves the previous snapshot the newest, and the next run works.
+keeping unchanged TOASTed values, a TRUNCATE) compacted in three runs — JSON lines, then Parquet — each snapshot
+equal to the table at its position, and a fresh fan-out instance restored from the last one plus the stream tail
+serves a client replica equal to the table. A compaction killed midway leaves the previous snapshot the newest, and the next run works.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import random
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from laredo_core.config import load_settings
 from laredo_core.jsonvalue import row_to_json
 from laredo_core.position import Position, parse_lsn
 from laredo_core.snapshots.factory import SnapshotStores
-from laredo_core.snapshots.format import SnapshotManifest, decode_rows, table_directory
+from laredo_core.snapshots.format import SnapshotManifest, decode_part, table_directory
 from laredo_core.stream import naming
 from laredo_core.stream.nats_tail import NatsStreamTail
 from laredo_snapshot.adapters.memory import RecordingObserver
@@ -64,6 +64,14 @@ class Pipeline:
     bucket: str
     tmp: Path
     health: dict[str, int]
+    s3_endpoint: Any = None
+    fanout_port: int = 0
+
+    def write_config(self, serializer: str) -> None:
+        """The same configuration with snapshots written as `serializer` (jsonl or parquet)."""
+        write_config(self.config, dsn=self.dsn, nats_url=self.nats_url, table=self.table, prefix=self.prefix,
+                     s3=self.s3_endpoint, bucket=self.bucket, health=self.health, fanout_port=self.fanout_port,
+                     serializer=serializer)
 
     @property
     def stream(self) -> str:
@@ -77,7 +85,7 @@ class Pipeline:
 
 
 def write_config(path: Path, *, dsn: str, nats_url: str, table: TableId, prefix: str, s3: Any, bucket: str,
-                 health: dict[str, int], fanout_port: int) -> Path:
+                 health: dict[str, int], fanout_port: int, serializer: str = "jsonl") -> Path:
     store = (f'store = s3, store_config {{ endpoint = "{s3.url}", bucket = {bucket}, prefix = snaps, '
              f'access_key = {s3.access_key}, secret_key = {s3.secret_key} }}')
     path.write_text(f"""
@@ -85,7 +93,7 @@ sources {{ {SOURCE} {{ type = postgresql, connection = {json.dumps(dsn)}, slot_m
   slot_name = slot_{prefix}, status_interval = 1s, reconnect {{ initial_backoff = 200ms, max_backoff = 2s }} }} }}
 tables = [ {{ source = {SOURCE}, schema = {table.schema}, table = {table.name}, targets = [ {{
   type = replication-fanout, heartbeat_interval = 1s
-  snapshot {{ interval = 0, {store}, part_rows = 4000, retention {{ keep_count = 10 }} }}
+  snapshot {{ interval = 0, {store}, part_rows = 4000, serializer = {serializer}, retention {{ keep_count = 10 }} }}
 }} ] }} ]
 stream {{ nats_url = {json.dumps(nats_url)}, subject_prefix = {prefix} }}
 ingest {{ health_host = 127.0.0.1, health_port = {health["ingest"]} }}
@@ -104,12 +112,13 @@ def pipeline(pg_dsn: str, nats_url: str, s3_endpoint: Any, unique_name: str, tmp
         conn.execute(f"UPDATE {table} SET note = (SELECT string_agg(md5(random()::text || g::text), '') "
                      f"FROM generate_series(1, 150) g WHERE id > 0) WHERE id <= {BIG_NOTE_ROWS}")
     health = {"ingest": free_port(), "fanout": free_port()}
-    config = write_config(tmp_path / "laredo.conf", dsn=pg_dsn, nats_url=nats_url, table=table, prefix=unique_name,
-                          s3=s3_endpoint, bucket=unique_name, health=health, fanout_port=free_port())
+    config = tmp_path / "laredo.conf"
     ingest = ServiceProcess("ingest", config, health["ingest"], tmp_path / "ingest.log")
     s3 = Minio(s3_endpoint.endpoint, access_key=s3_endpoint.access_key, secret_key=s3_endpoint.secret_key,
                secure=False, region="us-east-1")
-    p = Pipeline(pg_dsn, nats_url, table, unique_name, config, ingest, s3, unique_name, tmp_path, health)
+    p = Pipeline(pg_dsn, nats_url, table, unique_name, config, ingest, s3, unique_name, tmp_path, health,
+                 s3_endpoint, free_port())
+    p.write_config("jsonl")
     ingest.start()
     try:
         ingest.wait_ready(90)
@@ -122,8 +131,9 @@ def pipeline(pg_dsn: str, nats_url: str, s3_endpoint: Any, unique_name: str, tmp
 
 
 @pytest.fixture
-async def snapshot_app(pipeline: Pipeline, spark_sessions: Any) -> AsyncIterator[SnapshotApp]:
-    """The snapshot service in this process, on the session's SparkSession."""
+async def snapshot_app(pipeline: Pipeline, spark_sessions: Any) -> AsyncIterator[Callable[[], SnapshotApp]]:
+    """Builds the snapshot service in this process from the pipeline's configuration file as it is now, on the
+    session's SparkSession."""
     from laredo_snapshot.adapters.pyspark_compactor import PysparkCompactor
     from laredo_snapshot.adapters.spark_tasks import NatsTailOpener
 
@@ -132,8 +142,11 @@ async def snapshot_app(pipeline: Pipeline, spark_sessions: Any) -> AsyncIterator
     compactor = PysparkCompactor(spark_sessions, NatsTailOpener((pipeline.nats_url,), pipeline.prefix),
                                  stores.store_for, SequentialCompactor(tail, stores.store_for, observer), observer,
                                  partitions=2)
-    app = build(load_settings(pipeline.config, env={}), compactor=compactor, tail=tail, store_for=stores.store_for,
-                observer=observer)
+
+    def app() -> SnapshotApp:
+        return build(load_settings(pipeline.config, env={}), compactor=compactor, tail=tail,
+                     store_for=stores.store_for, observer=observer)
+
     yield app
     await tail.aclose()
 
@@ -206,7 +219,8 @@ async def snapshot_rows(pipeline: Pipeline, manifest: SnapshotManifest) -> dict[
     store = SnapshotStores().store_for(_store_config(pipeline))
     rows: list[dict[str, Any]] = []
     for part in manifest.parts:
-        rows += decode_rows(await store.read_part(pipeline.table, manifest.snapshot_id, part.name), part.name)
+        data = await store.read_part(pipeline.table, manifest.snapshot_id, part.name)
+        rows += decode_part(manifest.format, data, part.name)
     assert len(rows) == manifest.row_count
     return {r["id"]: r for r in rows}
 
@@ -218,28 +232,30 @@ def _store_config(pipeline: Pipeline) -> Any:
     return read_snapshot_config(settings).tables[0].store
 
 
-async def compact(app: SnapshotApp, pipeline: Pipeline) -> SnapshotManifest:
-    (run,) = await app.run_once()
+async def compact(app: Callable[[], SnapshotApp], pipeline: Pipeline, fmt: str = "jsonl") -> SnapshotManifest:
+    (run,) = await app().run_once()
     assert run.outcome is not None and run.outcome.manifest is not None, run
     assert run.outcome.result is not None and run.outcome.result.engine == "spark"
     manifest = run.outcome.manifest
+    assert manifest.format == fmt and all(p.name.endswith(f".{fmt}") for p in manifest.parts)
     assert Position.parse(manifest.source_position).lsn <= current_lsn(pipeline.dsn)
     assert await snapshot_rows(pipeline, manifest) == pipeline.rows(), "the snapshot equals SELECT * of the table"
     return manifest
 
 
 async def test_snapshots_equal_the_table_and_a_fresh_fanout_restores_from_them(
-        pipeline: Pipeline, snapshot_app: SnapshotApp) -> None:
+        pipeline: Pipeline, snapshot_app: Callable[[], SnapshotApp]) -> None:
     first = await compact(snapshot_app, pipeline)  # from the baseline in the stream
     assert first.row_count == 100_000 and len(first.parts) >= 25
 
     await write_and_publish(pipeline, lambda: (changes(pipeline, 9_000, 1, 200_000), key_and_toast_changes(pipeline)))
-    second = await compact(snapshot_app, pipeline)  # base + tail
+    pipeline.write_config("parquet")  # from here on snapshots are Parquet: the JSON-lines base is read as it is
+    second = await compact(snapshot_app, pipeline, "parquet")  # base + tail
     assert second.stream_sequence > first.stream_sequence
     assert any(i > 5_000_000 for i in (await snapshot_rows(pipeline, second)))
 
     await write_and_publish(pipeline, lambda: (truncate_and_refill(pipeline), changes(pipeline, 6_500, 2, 300_000)))
-    third = await compact(snapshot_app, pipeline)  # the TRUNCATE makes the base irrelevant
+    third = await compact(snapshot_app, pipeline, "parquet")  # the TRUNCATE makes the base irrelevant
     assert third.stream_sequence > second.stream_sequence
 
     await asyncio.to_thread(changes, pipeline, 500, 3, 400_000)  # the tail a restored fan-out must replay
@@ -301,7 +317,7 @@ def half_written(pipeline: Pipeline, known: set[str]) -> str | None:
 
 
 async def test_a_compaction_killed_midway_leaves_the_previous_snapshot_newest(
-        pipeline: Pipeline, snapshot_app: SnapshotApp) -> None:
+        pipeline: Pipeline, snapshot_app: Callable[[], SnapshotApp]) -> None:
     previous = await compact(snapshot_app, pipeline)
     await write_and_publish(pipeline, lambda: changes(pipeline, 2_000, 4, 200_000))
     log = (pipeline.tmp / "snapshot.log").open("wb")

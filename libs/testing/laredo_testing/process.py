@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -63,11 +64,44 @@ def close_all() -> None:
 atexit.register(close_all)
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (callers retry on a lost race)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, never the same twice in one process.
+
+    Taken below the kernel's ephemeral range when there is room: an outgoing connection (a client of NATS,
+    PostgreSQL or a service) can then never take the port between this call and the server binding it, which
+    matters for servers restarted on the same port. Callers still retry on a lost race with another process.
+    """
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200 if low > 20_000 else 0):
+        port = rng.randrange(15_000, low)
+        if port not in _handed_out and _bindable(port):
+            _handed_out.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        port = int(sock.getsockname()[1])
+    _handed_out.add(port)
+    return port
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def find_executable(name: str, *, install_hint: str) -> str:

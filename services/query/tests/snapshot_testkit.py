@@ -22,14 +22,14 @@ def key_of(columns: Sequence[ColumnInfo]) -> tuple[str, ...]:
 async def store_snapshot(store: SnapshotStore, table: TableId, columns: Sequence[ColumnInfo],
                          rows: Sequence[Mapping[str, Any]], *, position: str, stream_sequence: int,
                          created_at: float, part_rows: int = 3, producer: str = SNAPSHOT_SERVICE,
-                         key_columns: Sequence[str] | None = None) -> SnapshotManifest:
-    """Write typed `rows` as a snapshot (JSON values, parts of `part_rows` rows, the manifest last); the
-    snapshot service's manifests carry journal_sequence 0."""
+                         key_columns: Sequence[str] | None = None, fmt: str = "jsonl") -> SnapshotManifest:
+    """Write typed `rows` as a snapshot in format `fmt` (JSON values, parts of `part_rows` rows, the manifest
+    last); the snapshot service's manifests carry journal_sequence 0."""
     json_rows = [row_to_json(dict(r)) for r in rows]
     snapshot_id = new_snapshot_id(created_at, 0, secrets.token_hex(3))
     checksum, parts = Checksum(), []
     for index, start in enumerate(range(0, max(len(json_rows), 1), part_rows)):
-        part, data = encode_part(index, json_rows[start:start + part_rows])
+        part, data = encode_part(index, json_rows[start:start + part_rows], fmt, columns)
         checksum.update(data)
         await store.write_part(table, snapshot_id, part.name, data)
         parts.append(part)
@@ -37,6 +37,6 @@ async def store_snapshot(store: SnapshotStore, table: TableId, columns: Sequence
         snapshot_id=snapshot_id, table=table, columns=tuple(columns),
         key_columns=tuple(key_columns if key_columns is not None else key_of(columns)), row_count=len(json_rows),
         source_position=position, stream_sequence=stream_sequence, journal_sequence=0, created_at=created_at,
-        parts=tuple(parts), checksum=checksum.value, source_id="pg", producer=producer)
+        parts=tuple(parts), checksum=checksum.value, source_id="pg", producer=producer, format=fmt)
     await store.write_manifest(manifest)
     return manifest

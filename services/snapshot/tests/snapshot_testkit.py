@@ -15,7 +15,7 @@ from laredo_testing.stream import truncate as truncate
 from laredo.stream.v1 import change_stream_pb2 as spb
 from laredo_core.changes import ChangeBatchInfo, ColumnInfo, TableId
 from laredo_core.position import Position
-from laredo_core.snapshots.format import SnapshotManifest, decode_rows
+from laredo_core.snapshots.format import SnapshotManifest, decode_part
 from laredo_core.snapshots.store import SnapshotStore
 from laredo_core.stream import naming
 from laredo_core.stream.codec import columns_to_proto, decode_batch
@@ -95,7 +95,8 @@ def by_key(rows: Iterable[Mapping[str, Any]], key: str = "id") -> dict[Any, dict
 async def stored_rows(store: SnapshotStore, manifest: SnapshotManifest) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for part in manifest.parts:
-        rows += decode_rows(await store.read_part(manifest.table, manifest.snapshot_id, part.name), part.name)
+        data = await store.read_part(manifest.table, manifest.snapshot_id, part.name)
+        rows += decode_part(manifest.format, data, part.name)
     return rows
 
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from laredo_core.snapshots.errors import SnapshotCorrupt
-from laredo_core.snapshots.format import Checksum, SnapshotManifest, decode_rows, verify_part
+from laredo_core.snapshots.format import Checksum, SnapshotManifest, decode_part, verify_part
 from laredo_core.snapshots.store import SnapshotStore
 
 
@@ -19,7 +19,7 @@ async def read_verified_rows(store: SnapshotStore, manifest: SnapshotManifest) -
         data = await store.read_part(manifest.table, manifest.snapshot_id, part.name)
         checksum.update(data)
         verify_part(part, data, where)
-        rows += await asyncio.to_thread(decode_rows, data, where)
+        rows += await asyncio.to_thread(decode_part, manifest.format, data, where)
     if manifest.checksum and checksum.value != manifest.checksum:
         raise SnapshotCorrupt(f"{where}: checksum {checksum.value} differs from the manifest's {manifest.checksum}")
     if len(rows) != manifest.row_count:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from laredo_core.config.reader import Reader
+from laredo_core.snapshots.format import FORMAT, FORMATS
 
 STORES = ("local", "s3", "minio")  # minio: the same S3 store under its product name
 DEFAULT_SNAPSHOT_PATH = "/var/lib/laredo/fanout-snapshots"
@@ -42,6 +43,12 @@ def read_snapshot_store(snapshot: Reader) -> StoreConfig:
     The caller reads (and checks for unknown keys) the rest of the section.
     """
     return read_store_config(snapshot.string("store", "local", choices=STORES), snapshot.section("store_config"))
+
+
+def read_snapshot_format(snapshot: Reader) -> str:
+    """The `serializer` of a `snapshot { ... }` section: the format new snapshots are written in (jsonl, the
+    default, or parquet). Readers take each snapshot's format from its manifest, so it may change at any time."""
+    return snapshot.string("serializer", FORMAT, choices=FORMATS)
 
 
 def read_store_config(kind: str, r: Reader) -> StoreConfig:

@@ -1,11 +1,14 @@
-"""The snapshot format (JSON lines + manifest), shared with the Spark compaction job; pure functions only.
+"""The snapshot format (parts + manifest), shared with the Spark compaction job; pure functions only.
 
 A snapshot of table `schema.table` lives under `<schema>.<table>/<snapshot_id>/` (each name token
 escaped as NATS subject tokens are: [A-Za-z0-9_-] kept, every other byte as %XX):
-- `rows-00000.jsonl`, `rows-00001.jsonl`, ...: one JSON object per line and row, values as
-  laredo_core.jsonvalue gives them (what clients see); UTF-8, "\n" after every line;
+- parts, in the manifest's `format`:
+  - `jsonl` (the default): `rows-00000.jsonl`, `rows-00001.jsonl`, ...: one JSON object per line and row,
+    values as laredo_core.jsonvalue gives them (what clients see); UTF-8, "\n" after every line;
+  - `parquet`: `rows-00000.parquet`, ...: the same rows as typed Parquet columns (laredo_core.snapshots.parquet);
 - `manifest.json`, written last: the snapshot exists only once it is there. Readers ignore a
   directory without one (a writer that died half-way leaves only part files).
+Both formats decode to the same rows; a snapshot's parts all have its manifest's format.
 See docs/architecture.md, "Snapshot format", for every manifest field.
 """
 
@@ -23,15 +26,16 @@ from laredo_core.changes import ColumnInfo, TableId
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.stream.naming import escape_token
 
-FORMAT = "jsonl"
+FORMAT = "jsonl"  # the default
+FORMATS = ("jsonl", "parquet")
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 _ESCAPED_TOKEN = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+")
 _ESCAPED_BYTE = re.compile(r"%([0-9A-F]{2})")
 
 
-def part_name(index: int) -> str:
-    return f"rows-{index:05d}.jsonl"
+def part_name(index: int, fmt: str = FORMAT) -> str:
+    return f"rows-{index:05d}.{fmt}"
 
 
 def table_directory(table: TableId) -> str:
@@ -117,9 +121,30 @@ def decode_rows(data: bytes, where: str) -> list[dict[str, Any]]:
     return rows
 
 
-def encode_part(index: int, rows: Sequence[Mapping[str, Any]]) -> tuple[SnapshotPart, bytes]:
-    data = encode_rows(rows)
-    return SnapshotPart(part_name(index), len(rows), len(data), hashlib.sha256(data).hexdigest()), data
+def encode_part(index: int, rows: Sequence[Mapping[str, Any]], fmt: str = FORMAT,
+                columns: Sequence[ColumnInfo] = ()) -> tuple[SnapshotPart, bytes]:
+    """Part `index` of a snapshot in format `fmt`; `columns` (the manifest's) type the Parquet columns."""
+    if fmt == "parquet":
+        from laredo_core.snapshots.parquet import encode_parquet  # pyarrow only where Parquet is used
+
+        data = encode_parquet(rows, columns)
+    else:
+        data = encode_rows(rows)
+    return part_of(index, len(rows), data, fmt), data
+
+
+def part_of(index: int, rows: int, data: bytes, fmt: str = FORMAT) -> SnapshotPart:
+    """The manifest entry of part `index` holding `rows` rows as `data`."""
+    return SnapshotPart(part_name(index, fmt), rows, len(data), hashlib.sha256(data).hexdigest())
+
+
+def decode_part(fmt: str, data: bytes, where: str) -> list[dict[str, Any]]:
+    """The rows of one part of a snapshot whose manifest says format `fmt`; SnapshotCorrupt when it is not one."""
+    if fmt == "parquet":
+        from laredo_core.snapshots.parquet import decode_parquet  # pyarrow only where Parquet is used
+
+        return decode_parquet(data, where)
+    return decode_rows(data, where)
 
 
 class Checksum:
@@ -177,11 +202,12 @@ def manifest_to_json(manifest: SnapshotManifest) -> bytes:
 def manifest_from_json(data: bytes, where: str) -> SnapshotManifest:
     try:
         document = json.loads(data.decode("utf-8"))
-        if document.get("format") != FORMAT:
-            raise SnapshotCorrupt(f"{where}: format {document.get('format')!r} is not {FORMAT!r}")
+        if document.get("format") not in FORMATS:
+            raise SnapshotCorrupt(f"{where}: format {document.get('format')!r} is none of {', '.join(FORMATS)}, "
+                                  "which this release reads; upgrade laredo")
         if int(document.get("format_version", 1)) > FORMAT_VERSION:
             raise SnapshotCorrupt(f"{where}: format_version {document['format_version']} is newer than "
-                                  f"{FORMAT_VERSION}, which this release reads; upgrade laredo-fanout")
+                                  f"{FORMAT_VERSION}, which this release reads; upgrade laredo")
         created = dt.datetime.fromisoformat(document["created_at"].replace("Z", "+00:00"))
         return SnapshotManifest(
             snapshot_id=str(document["snapshot_id"]),
@@ -198,6 +224,7 @@ def manifest_from_json(data: bytes, where: str) -> SnapshotManifest:
             checksum=str(document.get("checksum", "")),
             source_id=str(document.get("source_id", "")),
             producer=str(document.get("producer", "")),
+            format=str(document["format"]),
             user_meta=_user_meta(document.get("user_meta"), where),
         )
     except SnapshotCorrupt:

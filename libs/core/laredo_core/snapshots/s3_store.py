@@ -1,6 +1,6 @@
 """The SnapshotStore port on S3 (MinIO in production) through the minio SDK.
 
-Keys: <prefix>/<schema>.<table>/<snapshot_id>/{rows-*.jsonl, manifest.json}. An object appears whole
+Keys: <prefix>/<schema>.<table>/<snapshot_id>/{rows-*.jsonl or rows-*.parquet, manifest.json}. An object appears whole
 or not at all, and the manifest is put last. The bucket is created on first use when missing. The
 SDK is blocking, so every call runs in a thread; its errors become SnapshotStoreUnavailable.
 """
@@ -117,7 +117,7 @@ class S3SnapshotStore:
     def _put(self, key: str, data: bytes) -> None:
         self._ensure_bucket()
         self._client.put_object(self._location.bucket, key, io.BytesIO(data), len(data),
-                                content_type="application/json")
+                                content_type=_content_type(key))
 
     def _get(self, key: str) -> bytes | None:
         try:
@@ -185,3 +185,9 @@ class S3SnapshotStore:
         except _FAILURES as exc:
             raise SnapshotStoreUnavailable(
                 f"S3 snapshot store {self._location.endpoint}/{self._location.bucket}: {exc}") from exc
+
+
+def _content_type(key: str) -> str:
+    if key.endswith(".parquet"):
+        return "application/vnd.apache.parquet"
+    return "application/x-ndjson" if key.endswith(".jsonl") else "application/json"

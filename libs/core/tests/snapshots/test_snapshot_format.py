@@ -49,7 +49,7 @@ def test_manifest_round_trips_with_documented_field_names() -> None:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"format": "parquet"}, "format 'parquet' is not 'jsonl'"),
+    ({"format": "csv"}, "format 'csv' is none of jsonl, parquet"),
     ({"format_version": 2}, "newer than 1"),
     ({"row_count": "many"}, "invalid manifest"),
 ])

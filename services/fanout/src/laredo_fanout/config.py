@@ -9,7 +9,7 @@ from laredo_core.changes import TableId
 from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, TableSettings, TargetSettings, service_reader
 from laredo_core.config.reader import parse_duration
 from laredo_core.errors import ConfigError
-from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
+from laredo_core.snapshots.config import StoreConfig, read_snapshot_format, read_snapshot_store
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ class SnapshotConfig:
     max_age: float = 0.0
     part_rows: int = 100_000
     restore_on_start: bool = True
+    format: str = "jsonl"  # `serializer`: jsonl | parquet
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,6 @@ def _target(table: TableSettings, target: TargetSettings, problems: list[str]) -
 
 
 def _snapshot(r: Reader) -> SnapshotConfig:
-    r.string("serializer", "jsonl", choices=("jsonl",))
     retention = r.section("retention")
     config = SnapshotConfig(
         interval=r.duration("interval", 300.0),
@@ -141,6 +141,7 @@ def _snapshot(r: Reader) -> SnapshotConfig:
         max_age=retention.duration("max_age", 0.0),
         part_rows=r.integer("part_rows", 100_000, minimum=1),
         restore_on_start=r.boolean("restore_on_start", True),
+        format=read_snapshot_format(r),
     )
     retention.check_unknown()
     r.check_unknown()

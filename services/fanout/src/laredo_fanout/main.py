@@ -283,7 +283,7 @@ def _policy(target: TargetConfig) -> SnapshotPolicy:
     snapshot = target.snapshot
     assert snapshot is not None
     return SnapshotPolicy(snapshot.interval, snapshot.keep_count, snapshot.max_age, snapshot.part_rows,
-                          snapshot.restore_on_start)
+                          snapshot.restore_on_start, snapshot.format)
 
 
 def _store_factory(override: SnapshotStore | None) -> Callable[[StoreConfig], SnapshotStore]:

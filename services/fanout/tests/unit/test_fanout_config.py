@@ -61,7 +61,7 @@ def test_s3_snapshot_store_and_slow_down_policy(tmp_path: Path) -> None:
         type = replication-fanout
         client_buffer { max_size = 100, policy = slow_down }
         snapshot {
-          interval = 30s, store = s3, serializer = jsonl, part_rows = 1000, restore_on_start = false
+          interval = 30s, store = s3, serializer = parquet, part_rows = 1000, restore_on_start = false
           store_config { bucket = snaps, prefix = "prod/fanout", endpoint = "http://minio:9000",
                          access_key = ak, secret_key = sk, region = eu-west-1 }
           retention { keep_count = 3, max_age = 1h }
@@ -69,7 +69,7 @@ def test_s3_snapshot_store_and_slow_down_policy(tmp_path: Path) -> None:
     }""")).targets
     assert (target.buffer_max_size, target.buffer_policy) == (100, "slow_down")
     assert target.snapshot == SnapshotConfig(
-        interval=30.0, keep_count=3, max_age=3600.0, part_rows=1000, restore_on_start=False,
+        interval=30.0, keep_count=3, max_age=3600.0, part_rows=1000, restore_on_start=False, format="parquet",
         store=StoreConfig(kind="s3", bucket="snaps", prefix="prod/fanout", endpoint="minio:9000", access_key="ak",
                           secret_key="sk", region="eu-west-1", secure=False))
 
@@ -78,13 +78,13 @@ def test_snapshot_and_buffer_problems(tmp_path: Path) -> None:
     settings = settings_with(tmp_path, """{
         type = replication-fanout
         client_buffer { max_size = 0, policy = block_forever }
-        snapshot { store = s3, serializer = parquet, store_config { endpoint = "ftp://x" }, retention { keep = 1 } }
+        snapshot { store = s3, serializer = csv, store_config { endpoint = "ftp://x" }, retention { keep = 1 } }
     }""")
     with pytest.raises(ConfigError) as caught:
         read_fanout_config(settings, drain_grace="soonish")
     text = "\n".join(caught.value.problems)
     for expected in ("client_buffer.max_size: must be at least 1", "client_buffer.policy: expected one of",
-                     "snapshot.serializer: expected one of jsonl", "store_config.bucket: is required",
+                     "snapshot.serializer: expected one of jsonl, parquet", "store_config.bucket: is required",
                      "store_config.endpoint: scheme must be http:// or https://", "retention.keep: unknown key",
                      "--drain-grace: expected a duration"):
         assert expected in text, text

@@ -47,13 +47,15 @@ def started(make_world: MakeWorld, store: MemorySnapshotStore, **policy: Any) ->
     return world
 
 
-async def test_restored_state_serves_the_same_bytes_and_continues_the_stream(make_world: MakeWorld) -> None:
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+async def test_restored_state_serves_the_same_bytes_and_continues_the_stream(make_world: MakeWorld, fmt: str) -> None:
     store = MemorySnapshotStore()
-    world = started(make_world, store)
+    world = started(make_world, store, format=fmt)
     await eventually(lambda: world.replica.ready, what="the table ready")
     snapshots = world.targets.snapshots[world.replica.table]
     manifest = await snapshots.take()
     assert manifest is not None and (manifest.row_count, manifest.journal_sequence) == (5, 5)
+    assert manifest.format == fmt and all(p.name.endswith(f".{fmt}") for p in manifest.parts)
     assert manifest.stream_sequence == 3 and manifest.source_position == str(world.replica.applied_position)
     assert await snapshots.take() is None  # nothing changed since
     world.publish(world.batches.transaction(typed_change(6), typed_change(2, spb.ACTION_UPDATE)))

@@ -65,6 +65,7 @@ class History:
     applied_sequence: int = 0  # the stream sequence of the last message the reference applied
     clock: float = 1_700_000_000.0
     batches: Batches = field(default_factory=Batches)  # one builder: its positions keep increasing
+    fmt: str = "jsonl"  # of the snapshots written
 
     def publish(self, *messages: bytes | list[bytes]) -> None:
         for message in messages:
@@ -88,7 +89,7 @@ class History:
         self.clock += 10
         return await store_snapshot(self.store, TABLE, columns or table.indexed.columns,
                                     [r.values for r in table.indexed.rows()], position=str(table.applied_position),
-                                    stream_sequence=self.sequence, created_at=self.clock)
+                                    stream_sequence=self.sequence, created_at=self.clock, fmt=self.fmt)
 
     def rows(self) -> dict[Any, dict[str, Any]]:
         return {r.values["id"]: r.values for r in self.reference.table.indexed.rows()}
@@ -133,8 +134,10 @@ def mixed_history(history: History) -> None:
     history.publish(history.batches.transaction(insert(row(40, "new", qty=4))))
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 async def test_a_started_service_loads_the_newest_snapshot_and_consumes_only_the_tail(
-        history: History, start_app: Callable[..., Any]) -> None:
+        history: History, start_app: Callable[..., Any], fmt: str) -> None:
+    history.fmt = fmt
     mixed_history(history)
     older = await history.snapshot()
     history.publish(history.batches.transaction(update(row(1, "paid", qty=11))))
@@ -142,7 +145,7 @@ async def test_a_started_service_loads_the_newest_snapshot_and_consumes_only_the
     history.publish(history.batches.transaction(delete({"id": 4}), insert(row(50, "new", qty=5))),
                     history.batches.transaction(update(row(40, "shipped", qty=41))))
     await history.applied()
-    assert newest.producer == SNAPSHOT_SERVICE and newest.journal_sequence == 0
+    assert newest.producer == SNAPSHOT_SERVICE and newest.journal_sequence == 0 and newest.format == fmt
     assert older.stream_sequence < newest.stream_sequence < history.sequence
 
     app = await start_app(history)

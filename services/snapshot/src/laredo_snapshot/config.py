@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from laredo_core.changes import TableId
 from laredo_core.config import LaredoSettings, Reader
 from laredo_core.errors import ConfigError
-from laredo_core.snapshots.config import read_snapshot_store
+from laredo_core.snapshots.config import read_snapshot_format, read_snapshot_store
 
 from laredo_snapshot.domain.jobs import TableJob
 
@@ -80,7 +80,7 @@ def read_snapshot_config(settings: LaredoSettings) -> SnapshotConfig:
 
 def _table_jobs(settings: LaredoSettings, problems: list[str]) -> dict[TableId, TableJob]:
     """Each table with a snapshot section on its replication-fanout target (fan-out checks that section's
-    other keys: interval, serializer, restore_on_start)."""
+    other keys: interval, restore_on_start)."""
     jobs: dict[TableId, TableJob] = {}
     for table in settings.tables_with_target(FANOUT_TARGET):
         for target in table.targets_of(FANOUT_TARGET):
@@ -92,7 +92,7 @@ def _table_jobs(settings: LaredoSettings, problems: list[str]) -> dict[TableId, 
                 source_id=table.source_id, table=table.table, store=read_snapshot_store(snapshot),
                 keep_count=retention.integer("keep_count", 5, minimum=0),
                 max_age=retention.duration("max_age", 0.0),
-                part_rows=snapshot.integer("part_rows", 100_000, minimum=1))
+                part_rows=snapshot.integer("part_rows", 100_000, minimum=1), format=read_snapshot_format(snapshot))
     return jobs
 
 

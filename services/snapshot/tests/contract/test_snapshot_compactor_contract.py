@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from services.snapshot.tests.fold_spec import FoldCase, fold_cases
 from services.snapshot.tests.snapshot_testkit import (
@@ -20,18 +23,21 @@ from services.snapshot.tests.snapshot_testkit import (
     TABLE,
     Batches,
     Stream,
+    by_key,
     canonical,
+    delete,
     insert,
     jetstream,
     row,
     stored_rows,
+    truncate,
     update,
 )
 
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.factory import SnapshotStores
-from laredo_core.snapshots.format import SnapshotManifest
+from laredo_core.snapshots.format import SnapshotManifest, table_directory
 from laredo_core.stream.nats_tail import NatsStreamTail
 from laredo_snapshot.adapters.memory import RecordingObserver
 from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds
@@ -56,15 +62,17 @@ class World:
     def store(self) -> Any:
         return self.stores.store_for(self.store_config)
 
-    async def job(self, name: str, base: SnapshotManifest | None = None) -> CompactionJob:
+    async def job(self, name: str, base: SnapshotManifest | None = None, fmt: str = "jsonl") -> CompactionJob:
         bounds = await self.bounds.bounds(SOURCE, TABLE)
         after = base.stream_sequence if base is not None else 0
         return CompactionJob(TABLE, SOURCE, self.store_config, name, base, max(after, bounds.first_sequence - 1),
-                             bounds.table_last_sequence, bounds.stream, bounds.first_sequence > after + 1, part_rows=3)
+                             bounds.table_last_sequence, bounds.stream, bounds.first_sequence > after + 1, part_rows=3,
+                             format=fmt)
 
-    async def compact(self, name: str, base: SnapshotManifest | None = None) -> SnapshotManifest | None:
-        job = await self.job(name, base)
-        result = await self.compactor.compact(job)
+    async def compact(self, name: str, base: SnapshotManifest | None = None, fmt: str = "jsonl",
+                      compactor: Compactor | None = None) -> SnapshotManifest | None:
+        job = await self.job(name, base, fmt)
+        result = await (compactor or self.compactor).compact(job)
         if result is None:
             return None
         manifest = manifest_for(job, result, 1_800_000_000.0 + len(name))
@@ -166,6 +174,50 @@ async def test_a_base_snapshot_plus_the_tail(world: World) -> None:
     assert manifest.checksum == "sha256:" + hashlib.sha256(data).hexdigest()
     phases = world.observer.names()
     assert "snapshot.read_tail" in phases and "snapshot.fold" in phases
+
+
+async def test_parquet_snapshots_and_a_change_of_format_either_way(world: World) -> None:
+    """JSON lines → Parquet → JSON lines → Parquet, directly written rows and folded ones, then an empty table:
+    each snapshot is in the format asked for and holds the rows the fold gives."""
+    b = Batches()
+    await world.stream.publish(b.baseline([row(i, note=f"big{i}") for i in range(1, 11)], chunk_rows=4))
+    jsonl = await world.compact("jsonl", fmt="jsonl")
+    await world.stream.publish(b.transaction(update(row(3, "three", note=update_unchanged())), insert(row(11))),
+                               b.transaction(update(row(30, "moved"), old_key={"id": 4})))
+    parquet = await world.compact("parquet", jsonl, fmt="parquet")
+    assert parquet is not None and parquet.format == "parquet"
+    assert parquet.parts and all(p.name.endswith(".parquet") for p in parquet.parts)
+    expected = {r["id"]: r for r in [row(i, note=f"big{i}") for i in (1, 2, 5, 6, 7, 8, 9, 10)]}
+    expected |= {3: row(3, "three", note="big3"), 11: row(11), 30: row(30, "moved")}
+    assert by_key(await stored_rows(world.store, parquet)) == expected
+    first = pq.read_table(io.BytesIO(await world.store.read_part(TABLE, "parquet", parquet.parts[0].name)))
+    assert first.schema.field("id").type == pa.int64() and first.schema.field("note").type == pa.string()
+
+    await world.stream.publish(b.transaction(delete({"id": 5}), insert(row(12))))
+    grouped = replace_direct_min_rows(world, 10**9) if not isinstance(world.compactor, SequentialCompactor) else None
+    back = await world.compact("back", parquet, fmt="jsonl", compactor=grouped)  # a Parquet base, folded by key
+    assert back is not None and back.format == "jsonl" and all(p.name.endswith(".jsonl") for p in back.parts)
+    expected = {k: v for k, v in expected.items() if k != 5} | {12: row(12)}
+    assert by_key(await stored_rows(world.store, back)) == expected
+    await world.stream.publish(b.transaction(insert(row(13))))
+    again = await world.compact("again", back, fmt="parquet")  # untouched base rows written as they are
+    assert again is not None and by_key(await stored_rows(world.store, again)) == expected | {13: row(13)}
+    await world.stream.publish(b.transaction(delete({"id": 1})))
+    fourth = await world.compact("fourth", again, fmt="parquet")  # the same from a Parquet base
+    expected = {k: v for k, v in expected.items() if k != 1} | {13: row(13)}
+    assert fourth is not None and by_key(await stored_rows(world.store, fourth)) == expected
+    if not isinstance(world.compactor, SequentialCompactor):  # Spark reads the parts as they are, typed
+        directory = Path(world.store_config.path) / table_directory(TABLE) / "fourth"
+        frame = world.compactor._sessions.get().read.parquet(*[str(directory / p.name) for p in fourth.parts])
+        assert dict(frame.dtypes)["id"] == "bigint" and dict(frame.dtypes)["name"] == "string"
+        assert sorted(r["id"] for r in frame.select("id").collect()) == sorted(expected)
+
+    await world.stream.publish(b.transaction(truncate()))
+    empty = await world.compact("empty", fourth, fmt="parquet")
+    assert empty is not None and empty.row_count == 0 and len(empty.parts) == 1
+    assert await stored_rows(world.store, empty) == []
+    data = await world.store.read_part(TABLE, "empty", empty.parts[0].name)
+    assert pq.read_table(io.BytesIO(data)).schema.names[:3] == ["id", "name", "note"]
 
 
 def replace_direct_min_rows(world: World, rows: int) -> Compactor:

@@ -30,7 +30,7 @@ snapshot {{ {snapshot} }}
     return load_settings(path, env={})
 
 
-S3 = ('snapshot { store = s3, part_rows = 500, retention { keep_count = 3, max_age = 1h }, '
+S3 = ('snapshot { store = s3, part_rows = 500, serializer = parquet, retention { keep_count = 3, max_age = 1h }, '
       'store_config { endpoint = "http://minio:9000", bucket = snaps, prefix = p } }')
 
 
@@ -40,7 +40,7 @@ def test_tables_are_the_fanout_targets_with_a_snapshot_section(tmp_path: Path) -
     assert job.table == TableId("public", "items") and job.source_id == "pg"
     assert (job.store.kind, job.store.endpoint, job.store.bucket, job.store.prefix, job.store.secure) == (
         "s3", "minio:9000", "snaps", "p", False)
-    assert (job.keep_count, job.max_age, job.part_rows) == (3, 3600.0, 500)
+    assert (job.keep_count, job.max_age, job.part_rows, job.format) == (3, 3600.0, 500, "parquet")
     assert (config.interval, config.partitions, config.engine) == (600.0, 4, "spark")
     assert config.nats_urls == ("nats://nats:4222",) and config.subject_prefix == "app"
 

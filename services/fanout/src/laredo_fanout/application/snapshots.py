@@ -18,9 +18,10 @@ from laredo_core.changes import TableId
 from laredo_core.position import PositionError
 from laredo_core.rebuild.snapshot_rows import read_verified_rows
 from laredo_core.snapshots.format import (
+    FORMAT,
     Checksum,
     SnapshotManifest,
-    decode_rows,
+    decode_part,
     encode_part,
     expired,
     new_snapshot_id,
@@ -42,6 +43,7 @@ class SnapshotPolicy:
     max_age: float = 0.0  # seconds; 0 = no age limit
     part_rows: int = 100_000
     restore_on_start: bool = True
+    format: str = FORMAT  # of the snapshots taken here (each manifest names its own: any is read)
 
 
 class TableSnapshots:
@@ -104,7 +106,7 @@ class TableSnapshots:
             table=replica.table, columns=replica.columns, key_columns=replica.state.key_columns,
             row_count=len(rows), source_position=str(position), stream_sequence=replica.stream_sequence,
             journal_sequence=replica.journal.current_sequence, created_at=created, parts=(), checksum="",
-            source_id=replica.source_id, user_meta=user_meta)
+            source_id=replica.source_id, format=self.policy.format, user_meta=user_meta)
         manifest = await self._write(base, rows)
         replica.latest_snapshot = manifest
         log.info("%s: snapshot %s stored (%d rows, position %s, %d bytes)", self.table, manifest.snapshot_id,
@@ -126,7 +128,8 @@ class TableSnapshots:
     async def _write(self, base: SnapshotManifest, rows: list[dict[str, Any]]) -> SnapshotManifest:
         checksum, parts, step = Checksum(), [], self.policy.part_rows
         for index, start in enumerate(range(0, max(len(rows), 1), step)):
-            part, data = await asyncio.to_thread(encode_part, index, rows[start:start + step])
+            part, data = await asyncio.to_thread(encode_part, index, rows[start:start + step], base.format,
+                                                 base.columns)
             checksum.update(data)
             await self.store.write_part(base.table, base.snapshot_id, part.name, data)
             parts.append(part)
@@ -155,12 +158,12 @@ class TableSnapshots:
         for part in manifest.parts:
             where = f"snapshot {manifest.snapshot_id} of {self.table}"
             data = await self.store.read_part(self.table, manifest.snapshot_id, part.name)
-            yield await asyncio.to_thread(self._decode_part, part, data, where)
+            yield await asyncio.to_thread(self._decode_part, manifest.format, part, data, where)
 
-    def _decode_part(self, part: Any, data: bytes, where: str) -> list[StoredRow]:
+    def _decode_part(self, fmt: str, part: Any, data: bytes, where: str) -> list[StoredRow]:
         verify_part(part, data, where)
         encode = self._encoder.encode_row
-        return [StoredRow((), values, encode(values)) for values in decode_rows(data, where)]
+        return [StoredRow((), values, encode(values)) for values in decode_part(fmt, data, where)]
 
     async def restore_newest(self) -> SnapshotManifest | None:
         """Load the newest usable snapshot into the replica; older ones are tried when one is damaged."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from laredo_core.changes import Action, RowChange
 from laredo_core.position import Position
 from laredo_core.snapshots.errors import SnapshotCorrupt
-from laredo_core.snapshots.format import Checksum, SnapshotManifest, SnapshotPart, decode_rows, verify_part
+from laredo_core.snapshots.format import Checksum, SnapshotManifest, SnapshotPart, decode_part, verify_part
 from laredo_core.snapshots.typed_rows import typed_rows
 
 from laredo_query.domain.errors import ChangeRejected, RowWithoutKey
@@ -45,7 +45,7 @@ class SnapshotLoader:
         self._checksum.update(data)
         verify_part(part, data, self._where)
         self._parts += 1
-        rows = typed_rows(self.manifest.columns, decode_rows(data, self._where))
+        rows = typed_rows(self.manifest.columns, decode_part(self.manifest.format, data, self._where))
         apply, position = self.indexed.apply, self.position
         for values in rows:
             self.rows += 1

@@ -19,7 +19,6 @@ Steps (each a Spark job; the driver only sees summaries and part metadata, never
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import re
@@ -34,7 +33,7 @@ from pyspark.rdd import RDD
 
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotStoreUnavailable
-from laredo_core.snapshots.format import Checksum, SnapshotManifest, SnapshotPart, part_name, verify_part
+from laredo_core.snapshots.format import Checksum, SnapshotManifest, SnapshotPart, encode_part, verify_part
 
 from laredo_snapshot.adapters import spark_tasks
 from laredo_snapshot.adapters.spark_session import SparkSessions
@@ -113,7 +112,7 @@ class PysparkCompactor:
             with self._observer.phase("snapshot.fold", {"laredo.table": table}) as span:
                 written = await asyncio.to_thread(self._fold_and_write, job, tail, plan, summaries)
                 if not written:  # an empty table: one empty part, as fan-out writes
-                    written = [await self._empty_part(job)]
+                    written = [await self._empty_part(job, plan)]
                 span.set("laredo.snapshot.parts", len(written))
         finally:
             await asyncio.to_thread(tail.unpersist)
@@ -141,7 +140,7 @@ class PysparkCompactor:
         context = self._sessions.get().sparkContext
         parallelism = self._partitions or context.defaultParallelism
         records = tail.filter(lambda kv: kv[0] is not None)
-        target = TargetSpec(job.store, job.table, job.snapshot_id, job.part_rows)
+        target = TargetSpec(job.store, job.table, job.snapshot_id, job.part_rows, job.format, plan.columns)
         base = job.base if job.base is not None and plan.base_needed else None
         direct = direct_rows(plan, base.row_count if base is not None else None, summaries,
                              min_rows=self._direct_min_rows)
@@ -162,7 +161,7 @@ class PysparkCompactor:
             else:
                 grouped, first_task, rows = records, 0, plan.changes
                 if base is not None:
-                    spec = BaseSpec(job.store, job.table, base.snapshot_id, base.key_columns)
+                    spec = BaseSpec(job.store, job.table, base.snapshot_id, base.key_columns, base.format)
                     parts = context.parallelize(list(base.parts), max(1, len(base.parts)))
                     grouped = grouped.union(parts.mapPartitions(partial(spark_tasks.read_base, spec)))
                     rows += base.row_count
@@ -183,7 +182,7 @@ class PysparkCompactor:
                      written: list[PartWritten], cleanup: list[Any]) -> tuple[RDD[Any], int]:
         touched = context.broadcast(set(_run(lambda: records.keys().distinct().collect())))
         cleanup.append(touched)
-        spec = BaseSpec(target.store, target.table, base.snapshot_id, base.key_columns)
+        spec = BaseSpec(target.store, target.table, base.snapshot_id, base.key_columns, base.format)
         read = partial(spark_tasks.direct_base, spec, target, lambda: touched.value)
         out = context.parallelize(list(base.parts), max(1, len(base.parts))).mapPartitionsWithIndex(read)
         out = out.persist(StorageLevel.MEMORY_AND_DISK)
@@ -205,9 +204,9 @@ class PysparkCompactor:
         grouped = records.filter(lambda kv: not candidate(kv[1]) or kv[0] in touched.value)
         return grouped, tail.getNumPartitions()
 
-    async def _empty_part(self, job: CompactionJob) -> PartWritten:
-        part = SnapshotPart(part_name(0), 0, 0, hashlib.sha256(b"").hexdigest())
-        await self._store_for(job.store).write_part(job.table, job.snapshot_id, part.name, b"")
+    async def _empty_part(self, job: CompactionJob, plan: FoldPlan) -> PartWritten:
+        part, data = encode_part(0, [], job.format, plan.columns)
+        await self._store_for(job.store).write_part(job.table, job.snapshot_id, part.name, data)
         return PartWritten(0, part, 0.0, 0.0)
 
     async def _checksum(self, job: CompactionJob, parts: list[SnapshotPart]) -> str:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from laredo_core.changes import ColumnInfo
 from laredo_core.rebuild.snapshot_rows import read_verified_rows
 from laredo_core.rebuild.tail import StreamTail, TailUnavailable
 from laredo_core.snapshots.config import StoreConfig
@@ -63,7 +64,7 @@ class SequentialCompactor:
             await asyncio.to_thread(_apply, fold, messages, plan.last_sequence)
         fold_seconds, started = time.perf_counter() - started, time.perf_counter()
         with self._observer.phase("snapshot.write", {"laredo.table": table}):
-            parts, checksum = await self._write(job, store, list(fold.rows.values()))
+            parts, checksum = await self._write(job, store, list(fold.rows.values()), fold.columns)
         write_seconds = time.perf_counter() - started
         return CompactionResult(
             columns=fold.columns, key_columns=fold.key_columns, row_count=len(fold.rows),
@@ -78,11 +79,11 @@ class SequentialCompactor:
         except TailUnavailable as exc:
             raise StreamUnavailable(str(exc)) from exc
 
-    async def _write(self, job: CompactionJob, store: SnapshotStore, rows: list[dict[str, Any]]
-                     ) -> tuple[tuple[SnapshotPart, ...], str]:
+    async def _write(self, job: CompactionJob, store: SnapshotStore, rows: list[dict[str, Any]],
+                     columns: tuple[ColumnInfo, ...]) -> tuple[tuple[SnapshotPart, ...], str]:
         checksum, parts, step = Checksum(), [], job.part_rows
         for index, offset in enumerate(range(0, max(len(rows), 1), step)):
-            part, data = await asyncio.to_thread(encode_part, index, rows[offset:offset + step])
+            part, data = await asyncio.to_thread(encode_part, index, rows[offset:offset + step], job.format, columns)
             checksum.update(data)
             await store.write_part(job.table, job.snapshot_id, part.name, data)
             parts.append(part)

@@ -9,19 +9,19 @@ tail adapters run on a private one (`_Loop`).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
+import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from laredo_core.changes import TableId
+from laredo_core.changes import ColumnInfo, TableId
 from laredo_core.rebuild.tail import StreamTail
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.factory import build_snapshot_store
-from laredo_core.snapshots.format import SnapshotPart, part_name, verify_part
+from laredo_core.snapshots.format import FORMAT, SnapshotPart, decode_part, encode_part, part_of, verify_part
 from laredo_core.stream.nats_tail import NatsStreamTail
 
 from laredo_snapshot.domain.direct import DirectRows, generation_candidate
@@ -60,16 +60,20 @@ class BaseSpec:
     table: TableId
     snapshot_id: str
     key_columns: tuple[str, ...]
+    format: str = FORMAT
 
 
 @dataclass(frozen=True, slots=True)
 class TargetSpec:
-    """The snapshot being written, for the tasks that write its parts."""
+    """The snapshot being written, for the tasks that write its parts (columns: the manifest's, which type
+    Parquet parts)."""
 
     store: StoreConfig
     table: TableId
     snapshot_id: str
     part_rows: int
+    format: str = FORMAT
+    columns: tuple[ColumnInfo, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +140,7 @@ def write_parts(target: TargetSpec, first_index: int, lines: Iterable[str], star
             if not chunk:
                 break
             produced = time.perf_counter()
-            data = ("\n".join(chunk) + "\n").encode("utf-8")
-            part = SnapshotPart(part_name(index), len(chunk), len(data), hashlib.sha256(data).hexdigest())
+            part, data = _encode(target, index, chunk)
             loop.run(opened.write_part(target.table, target.snapshot_id, part.name, data))
             written = time.perf_counter()
             yield PartWritten(index, part, produced - started, written - produced)
@@ -146,16 +149,31 @@ def write_parts(target: TargetSpec, first_index: int, lines: Iterable[str], star
         loop.close()
 
 
-def _base_lines(store: StoreConfig, table: TableId, snapshot_id: str, parts: Iterable[SnapshotPart]
-                ) -> Iterator[str]:
-    """The lines of the base snapshot's parts, each part checked against its manifest entry."""
+def _encode(target: TargetSpec, index: int, lines: list[str]) -> tuple[SnapshotPart, bytes]:
+    """Part `index` of the target holding `lines` (JSON lines are written as they are)."""
+    if target.format == FORMAT:
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        return part_of(index, len(lines), data), data
+    return encode_part(index, [json.loads(line) for line in lines], target.format, target.columns)
+
+
+def _base_lines(base: BaseSpec, parts: Iterable[SnapshotPart]) -> Iterator[str]:
+    """The rows of the base snapshot's parts as JSON lines, each part checked against its manifest entry."""
     loop = _Loop()
-    opened = build_snapshot_store(store)
+    opened = build_snapshot_store(base.store)
+    table, snapshot_id = base.table, base.snapshot_id
     try:
         for part in parts:
             where = f"snapshot {snapshot_id} of {table}"
             data = loop.run(opened.read_part(table, snapshot_id, part.name))
             verify_part(part, data, where)
+            if base.format != FORMAT:
+                rows = decode_part(base.format, data, where)
+                if len(rows) != part.rows:
+                    raise SnapshotCorrupt(f"{where}: {part.name} holds {len(rows)} rows, its manifest entry says "
+                                          f"{part.rows}")
+                yield from map(row_json, rows)
+                continue
             lines = data.decode("utf-8").split("\n")
             if lines[-1]:
                 raise SnapshotCorrupt(f"{where}: {part.name} does not end with a newline")
@@ -169,7 +187,7 @@ def _base_lines(store: StoreConfig, table: TableId, snapshot_id: str, parts: Ite
 
 def read_base(base: BaseSpec, parts: Iterable[SnapshotPart]) -> Iterator[Record]:
     """The rows of the base snapshot's parts as records; SnapshotCorrupt when a part does not match."""
-    for line in _base_lines(base.store, base.table, base.snapshot_id, parts):
+    for line in _base_lines(base, parts):
         yield snapshot_record(line, base.key_columns)
 
 
@@ -180,7 +198,7 @@ def direct_base(base: BaseSpec, target: TargetSpec, touched: Callable[[], set[An
     keys, folded = touched(), []
 
     def untouched() -> Iterator[str]:
-        for line in _base_lines(base.store, base.table, base.snapshot_id, parts):
+        for line in _base_lines(base, parts):
             key, value = snapshot_record(line, base.key_columns)
             if key in keys:
                 folded.append((key, value))

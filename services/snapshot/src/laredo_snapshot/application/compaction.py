@@ -121,7 +121,7 @@ class TableCompaction:
         return CompactionJob(table=self.job.table, source_id=self.job.source_id, store=self.job.store,
                              snapshot_id=snapshot_id, base=base, after_sequence=max(after, stream.first_sequence - 1),
                              end_sequence=stream.table_last_sequence, stream=stream.stream, gap=gap,
-                             part_rows=self.job.part_rows)
+                             part_rows=self.job.part_rows, format=self.job.format)
 
     async def _remove_parts(self, job: CompactionJob) -> None:
         try:

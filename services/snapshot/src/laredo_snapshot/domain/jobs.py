@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 
 from laredo_core.changes import ColumnInfo, TableId
 from laredo_core.snapshots.config import StoreConfig
-from laredo_core.snapshots.format import SnapshotManifest, SnapshotPart
+from laredo_core.snapshots.format import FORMAT, SnapshotManifest, SnapshotPart
 
 PRODUCER = "laredo-snapshot"
 
 
 @dataclass(frozen=True, slots=True)
 class TableJob:
-    """One table the service compacts, with its fan-out target's snapshot store, retention and part size."""
+    """One table the service compacts, with its fan-out target's snapshot store, retention, part size and format."""
 
     source_id: str
     table: TableId
@@ -22,6 +22,7 @@ class TableJob:
     keep_count: int = 5  # 0 = no count limit
     max_age: float = 0.0  # seconds; 0 = no age limit
     part_rows: int = 100_000
+    format: str = FORMAT  # of the parts written: jsonl | parquet (the base may have either)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class CompactionJob:
     stream: str = ""
     gap: bool = False
     part_rows: int = 100_000
+    format: str = FORMAT
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,4 +106,4 @@ def manifest_for(job: CompactionJob, result: CompactionResult, created_at: float
         snapshot_id=job.snapshot_id, table=job.table, columns=result.columns, key_columns=result.key_columns,
         row_count=result.row_count, source_position=result.source_position, stream_sequence=result.stream_sequence,
         journal_sequence=0, created_at=created_at, parts=result.parts, checksum=result.checksum,
-        source_id=job.source_id, producer=PRODUCER, user_meta=dict(user_meta or {}))
+        source_id=job.source_id, producer=PRODUCER, format=job.format, user_meta=dict(user_meta or {}))
