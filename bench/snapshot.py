@@ -7,9 +7,12 @@ table (id int8 key, name, qty, updated_at) is published to JetStream as ingest w
   1. baseline only: the first snapshot of --rows rows, from the stream's baseline, with 1, 2 and 4 partitions;
   2. with a tail: that snapshot plus --tail-percent % of changes (updates, inserts, deletes) after it;
   3. the sequential compactor (one process, no Spark) on the same two jobs, for comparison;
-  4. laredo-fanout started fresh: seconds until /health/ready restoring the snapshot + the tail after it,
-     and replaying the whole stream instead (restore_on_start = false).
-Usage: .venv/bin/python bench/snapshot.py [--rows 1000000 10000000] [--partitions 1 2 4] [--quick]
+  4. with --formats ... parquet: steps 1 and 2 writing Parquet parts, with the most partitions;
+  5. laredo-fanout started fresh: seconds until /health/ready restoring the snapshot + the tail after it
+     (JSON lines, then Parquet), and replaying the whole stream instead (restore_on_start = false).
+Every line gives the snapshot's size in the store.
+Usage: .venv/bin/python bench/snapshot.py [--rows 1000000 10000000] [--partitions 1 2 4] [--formats jsonl parquet]
+       [--quick]
 """
 
 from __future__ import annotations
@@ -131,13 +134,14 @@ class Bench:
         return PysparkCompactor(self.sessions, NatsTailOpener((self.nats_url,), self.prefix), self.stores.store_for,
                                 self.sequential, SilentObserver(), partitions=partitions)
 
-    async def compact(self, compactor: Any, table: TableId, base: Any = None, keep: bool = False
-                      ) -> tuple[CompactionResult, float, Any]:
+    async def compact(self, compactor: Any, table: TableId, base: Any = None, keep: bool = False,
+                      fmt: str = "jsonl", visible: bool = True) -> tuple[CompactionResult, float, Any]:
+        """One compaction; its snapshot is removed unless `keep` (then its manifest is written if `visible`)."""
         facts = await self.bounds.bounds(SOURCE, table)
         self.runs += 1
         job = CompactionJob(table, SOURCE, self.store, f"bench-{self.runs}", base,
                             base.stream_sequence if base is not None else 0, facts.table_last_sequence, facts.stream,
-                            part_rows=100_000)
+                            part_rows=100_000, format=fmt)
         started = time.perf_counter()
         result = await compactor.compact(job)
         seconds = time.perf_counter() - started
@@ -145,7 +149,8 @@ class Bench:
         manifest = manifest_for(job, result, time.time())
         store = self.stores.store_for(self.store)
         if keep:
-            await store.write_manifest(manifest)
+            if visible:
+                await store.write_manifest(manifest)
         else:
             await store.delete_snapshot(table, job.snapshot_id)
         return result, seconds, manifest
@@ -153,35 +158,49 @@ class Bench:
 
 def line(what: str, result: CompactionResult, seconds: float) -> str:
     t = result.times
-    return (f"  {what:<34} {result.row_count:>10,} rows {seconds:7.1f}s {result.row_count / seconds:>9,.0f} rows/s"
-            f"   read tail {t.read_tail:5.1f}s  fold {t.fold:5.1f}s  write {t.write:5.1f}s  checksum {t.checksum:4.1f}s"
+    size = sum(p.size_bytes for p in result.parts) / 2**20
+    return (f"  {what:<44} {result.row_count:>10,} rows {seconds:7.1f}s {result.row_count / seconds:>9,.0f} rows/s"
+            f" {size:7.1f} MiB   read tail {t.read_tail:5.1f}s  fold {t.fold:5.1f}s  write {t.write:5.1f}s  checksum {t.checksum:4.1f}s"
             f"  ({result.messages:,} msgs, {result.changes:,} changes)")
 
 
 async def run_size(bench: Bench, js: Any, rows: int, partitions: list[int], tail_percent: float,
-                   sequential: bool) -> Any:
+                   sequential: bool, formats: list[str]) -> Any:
+    """Steps 1-4 for one table size; returns the table, its kept JSON-lines baseline snapshot and (with parquet
+    among the formats) a Parquet one of the same rows whose manifest is not written yet."""
     table = TableId(SCHEMA, f"items_{rows}")
     publisher = Publisher(js, bench.prefix, table)
     started = time.perf_counter()
     await publisher.baseline(rows)
     print(f"{rows:,} rows: baseline published in {time.perf_counter() - started:.1f}s", flush=True)
-    base = None
-    for p in partitions:
+    base = parquet_base = None
+    for p in partitions if "jsonl" in formats else []:
         result, seconds, manifest = await bench.compact(bench.spark(p), table, keep=p == partitions[-1])
         print(line(f"baseline only, {p} partition(s)", result, seconds), flush=True)
         base = manifest
+    if "parquet" in formats:
+        p = partitions[-1]
+        result, seconds, parquet_base = await bench.compact(bench.spark(p), table, keep=True, fmt="parquet",
+                                                            visible=base is not None)
+        print(line(f"baseline only, {p} partition(s), Parquet", result, seconds), flush=True)
+        if base is None:
+            base, parquet_base = parquet_base, None
     if sequential:
         result, seconds, _ = await bench.compact(bench.sequential, table)
         print(line("baseline only, sequential", result, seconds), flush=True)
     tail = int(rows * tail_percent / 100)
     await publisher.changes(rows, tail)
-    for p in partitions:
+    for p in partitions if "jsonl" in formats else []:
         result, seconds, _ = await bench.compact(bench.spark(p), table, base)
         print(line(f"+ tail of {tail:,} changes, {p} partition(s)", result, seconds), flush=True)
+    if "parquet" in formats:
+        p = partitions[-1]
+        result, seconds, _ = await bench.compact(bench.spark(p), table, parquet_base or base, fmt="parquet")
+        print(line(f"+ tail of {tail:,} changes, {p} partition(s), Parquet", result, seconds), flush=True)
     if sequential:
         result, seconds, _ = await bench.compact(bench.sequential, table, base)
         print(line(f"+ tail of {tail:,} changes, sequential", result, seconds), flush=True)
-    return table, base
+    return table, base, parquet_base
 
 
 def fanout_ready_seconds(run_dir: Path, nats_url: str, prefix: str, table: TableId, store: StoreConfig,
@@ -249,15 +268,20 @@ async def main(args: argparse.Namespace) -> None:
         await bench.compact(bench.spark(max(args.partitions)), warm_up)
         print(f"first Spark job (workers start, imports): {time.perf_counter() - started:.1f}s", flush=True)
         for rows in args.rows:
-            table, _ = await run_size(bench, js, rows, args.partitions, args.tail_percent,
-                                      sequential=rows <= args.sequential_max)
+            table, base, parquet_base = await run_size(bench, js, rows, args.partitions, args.tail_percent,
+                                                       sequential=rows <= args.sequential_max, formats=args.formats)
             if rows <= args.fanout_max:
                 restored = await asyncio.to_thread(fanout_ready_seconds, run_dir, nats_server.url, prefix, table,
                                                    store, True)
                 replayed = await asyncio.to_thread(fanout_ready_seconds, run_dir, nats_server.url, prefix, table,
                                                    store, False)
-                print(f"  fresh fan-out ready: {restored:.1f}s from the snapshot + tail, {replayed:.1f}s replaying the "
-                      f"stream", flush=True)
+                print(f"  fresh fan-out ready: {restored:.1f}s from the {base.format} snapshot + tail, "
+                      f"{replayed:.1f}s replaying the stream", flush=True)
+                if parquet_base is not None:  # the same rows as Parquet, now the newest snapshot
+                    await bench.stores.store_for(store).write_manifest(parquet_base)
+                    restored = await asyncio.to_thread(fanout_ready_seconds, run_dir, nats_server.url, prefix, table,
+                                                       store, True)
+                    print(f"  fresh fan-out ready: {restored:.1f}s from the parquet snapshot + tail", flush=True)
         await nc.close()
         await bench.tail.aclose()
         await bench.bounds.aclose()
@@ -273,6 +297,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--tail-percent", type=float, default=10.0)
+    parser.add_argument("--formats", nargs="+", choices=("jsonl", "parquet"), default=["jsonl", "parquet"],
+                        help="snapshot formats to write (Parquet: with the most partitions only)")
     parser.add_argument("--store", choices=("s3", "local"), default="s3")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--driver-memory", default="2g")

@@ -76,6 +76,15 @@ def _isoformat(column: pa.ChunkedArray) -> list[Any]:
     return [None if v is None else v.isoformat() for v in column.to_pylist()]
 
 
+def _timestamps_from(epoch: dt.datetime) -> Callable[[pa.ChunkedArray], list[Any]]:
+    """Timestamps as isoformat() text, by way of their microseconds (twice as fast as to_pylist() with a zone)."""
+    def convert(column: pa.ChunkedArray) -> list[Any]:
+        micros = column.cast(pa.int64()).to_pylist()
+        return [None if v is None else (epoch + dt.timedelta(microseconds=v)).isoformat() for v in micros]
+
+    return convert
+
+
 def _bool(v: Any) -> bool:
     if type(v) is not bool:
         raise _NotExact
@@ -169,9 +178,10 @@ _KINDS = {kind.name: kind for kind in (
     _Kind("binary", pa.binary(), _each(_bytes), _bytes_values),
     _Kind("date", pa.date32(), _each(_iso(dt.date.fromisoformat)), _isoformat),
     _Kind("time", pa.time64("us"), _each(_iso(dt.time.fromisoformat)), _isoformat),
-    _Kind("timestamp", pa.timestamp("us"), _each(_iso(dt.datetime.fromisoformat)), _isoformat),
+    _Kind("timestamp", pa.timestamp("us"), _each(_iso(dt.datetime.fromisoformat)),
+          _timestamps_from(dt.datetime(1970, 1, 1))),
     _Kind("timestamptz", pa.timestamp("us", tz="UTC"), _each(_iso(dt.datetime.fromisoformat, utc=True)),
-          _isoformat),
+          _timestamps_from(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc))),
     _STRING, _JSON,
 )}
 _BY_OID = {

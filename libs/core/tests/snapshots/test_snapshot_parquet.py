@@ -142,3 +142,14 @@ def test_any_json_rows_come_back_exactly(rows: list[dict[str, Any]]) -> None:
     """Whatever values a row holds (of its column's type or not), the part gives them back unchanged."""
     data = encode_parquet(rows, COLUMNS)
     assert json.dumps(decode_parquet(data, "p"), sort_keys=True) == json.dumps(rows, sort_keys=True)
+
+
+def test_timestamps_at_the_edges_of_the_range_stay_typed() -> None:
+    rows = json_rows(3)
+    rows[0].update(local="0001-01-01T00:00:00", utc="1969-12-31T23:59:59.999999+00:00", day="0001-01-01")
+    rows[1].update(local="9999-12-31T23:59:59.999999", utc="9999-12-31T23:59:59+00:00", at="00:00:00")
+    data = encode_parquet(rows, COLUMNS)
+    assert decode_parquet(data, "p") == rows
+    schema = arrow_schema(data)
+    assert {schema.field(n).type for n in ("local", "utc", "day", "at")} == {
+        pa.timestamp("us"), pa.timestamp("us", tz="UTC"), pa.date32(), pa.time64("us")}
