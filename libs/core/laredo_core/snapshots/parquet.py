@@ -41,6 +41,7 @@ ABSENT_COLUMN = "__laredo_absent"
 _MAX_EXACT = 2**53
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_dumps_ascii = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # lone surrogates as \uXXXX
 
 
 class _NotExact(Exception):
@@ -217,14 +218,9 @@ def encode_parquet(rows: Sequence[Mapping[str, Any]], columns: Sequence[ColumnIn
         absent_name += "_"
     fields, arrays, stored = [], [], []
     for name in names:
-        values = [row.get(name) for row in rows]
-        kind = _KINDS[kinds[name]]
-        try:
-            converted = kind.to_arrow(values)
-        except _NotExact:
-            kind, converted = _JSON, _JSON.to_arrow(values)
+        kind, array = _column(_KINDS[kinds[name]], [row.get(name) for row in rows])
         fields.append(pa.field(name, kind.arrow))
-        arrays.append(pa.array(converted, type=kind.arrow))
+        arrays.append(array)
         stored.append({"name": name, "kind": kind.name})
     absent = [None if row.keys() == known else [n for n in names if n not in row] for row in rows]
     fields.append(pa.field(absent_name, pa.list_(pa.string())))
@@ -234,6 +230,18 @@ def encode_parquet(rows: Sequence[Mapping[str, Any]], columns: Sequence[ColumnIn
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema), sink, compression="zstd")
     return sink.getvalue()
+
+
+def _column(kind: _Kind, values: list[Any]) -> tuple[_Kind, pa.Array]:
+    """The column as `kind` when every value survives it, else as JSON text (ASCII-escaped if it must be)."""
+    try:
+        return kind, pa.array(kind.to_arrow(values), type=kind.arrow)
+    except (_NotExact, pa.ArrowException, UnicodeEncodeError):
+        pass
+    try:
+        return _JSON, pa.array(_json_text(values), type=pa.string())
+    except (pa.ArrowException, UnicodeEncodeError):  # a lone surrogate cannot be UTF-8
+        return _JSON, pa.array([None if v is None else _dumps_ascii(v) for v in values], type=pa.string())
 
 
 def decode_parquet(data: bytes, where: str) -> list[dict[str, Any]]:

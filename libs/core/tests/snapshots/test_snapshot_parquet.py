@@ -153,3 +153,11 @@ def test_timestamps_at_the_edges_of_the_range_stay_typed() -> None:
     schema = arrow_schema(data)
     assert {schema.field(n).type for n in ("local", "utc", "day", "at")} == {
         pa.timestamp("us"), pa.timestamp("us", tz="UTC"), pa.date32(), pa.time64("us")}
+
+
+def test_text_that_is_not_valid_utf8_is_kept_as_escaped_json() -> None:
+    rows = [{"id": 1, "name": "a\ud800b", "doc": {"k": "\udfff"}}, {"id": 2, "name": "ok", "doc": None}]
+    columns = (COLUMNS[0], ColumnInfo("name", 25, "text"), ColumnInfo("doc", 3802, "jsonb"))
+    data = encode_parquet(rows, columns)
+    assert decode_parquet(data, "p") == rows
+    assert arrow_schema(data).field("id").type == pa.int64()
