@@ -161,3 +161,52 @@ def test_text_that_is_not_valid_utf8_is_kept_as_escaped_json() -> None:
     data = encode_parquet(rows, columns)
     assert decode_parquet(data, "p") == rows
     assert arrow_schema(data).field("id").type == pa.int64()
+
+
+_TYPED_COLUMNS = (ColumnInfo("i2", 21, "int2"), ColumnInfo("i4", 23, "int4"), ColumnInfo("i8", 20, "int8"),
+                  ColumnInfo("f8", 701, "float8"), ColumnInfo("d", 1082, "date"), ColumnInfo("ts", 1114, "timestamp"),
+                  ColumnInfo("tz", 1184, "timestamptz"), ColumnInfo("b", 16, "bool"))
+_bounds = [2**15, 2**31, 2**53, 2**63]
+_ints = st.one_of(st.sampled_from([b + d for b in _bounds for d in (-1, 0, 1)] + [-b + d for b in _bounds
+                                                                                  for d in (-1, 0, 1)]),
+                  st.integers(-(2**70), 2**70))
+_canonical_times = st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31, 23, 59, 59))
+ODD_TEXTS = ["infinity", "2026-02-30", "2026-02-30T10:00:00", "2026-01-01T00:00:00.000000",
+             "2026-01-01T00:00:00.000000+00:00", "2026-01-01T24:00:00", "0000-01-01", "0000-01-01T00:00:00",
+             "20260101", "2026-01-01 10:00:00", "2026-01-01T10:00:00+05:30", "2026-01-01T10:00:00Z",
+             "2026-01-01T10:00:00.5+00:00", "2026-01-01T10:00:60"]
+_odd_texts = st.sampled_from(ODD_TEXTS)
+_typed_values = {
+    "i2": st.one_of(_ints, st.integers(-300, 300)), "i4": _ints,
+    "i8": st.one_of(_ints, _ints.map(str), st.booleans()),
+    "f8": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(["NaN", "Infinity", "x"]),
+                    st.integers(-5, 5)),
+    "d": st.one_of(st.dates().map(dt.date.isoformat), _odd_texts),
+    "ts": st.one_of(_canonical_times.map(dt.datetime.isoformat), _odd_texts),
+    "tz": st.one_of(_canonical_times.map(lambda t: t.replace(tzinfo=dt.timezone.utc).isoformat()), _odd_texts),
+    "b": st.one_of(st.booleans(), st.integers(0, 1)),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.fixed_dictionaries({}, optional=_typed_values), max_size=6), st.sampled_from(sorted(_typed_values)))
+def test_values_near_every_type_boundary_come_back_exactly(rows: list[dict[str, Any]], canonical: str) -> None:
+    """Ints around each width's limits and 2^53, odd date and time text, bools among ints: exact either way,
+    and a column of the usual shape only is stored typed."""
+    data = encode_parquet(rows, _TYPED_COLUMNS)
+    assert json.dumps(decode_parquet(data, "p"), sort_keys=True) == json.dumps(rows, sort_keys=True)
+    usual = encode_parquet([{canonical: value} for value in (_USUAL[canonical], None)], _TYPED_COLUMNS)
+    assert arrow_schema(usual).field(canonical).type != pa.string()
+
+
+_USUAL = {"i2": -7, "i4": 2**31 - 1, "i8": 2**53, "f8": 0.5, "d": "2026-11-22", "ts": "2026-11-22T10:00:00.000001",
+          "tz": "2026-11-22T10:00:00+00:00", "b": True}
+
+
+@pytest.mark.parametrize("column", ["d", "ts", "tz"])
+@pytest.mark.parametrize("odd", ODD_TEXTS)
+def test_text_of_another_shape_than_isoformat_is_never_typed(column: str, odd: str) -> None:
+    for rows in ([{column: odd}], [{column: _USUAL[column]}, {column: odd}, {}]):
+        data = encode_parquet(rows, _TYPED_COLUMNS)
+        assert decode_parquet(data, "p") == rows
+        assert arrow_schema(data).field(column).type == pa.string()
