@@ -85,7 +85,7 @@ def decode_parquet(data: bytes, where: str) -> list[dict[str, Any]]:
         absent = table.column(absent_name).to_pylist()
     except (pa.ArrowException, OSError) as exc:
         raise SnapshotCorrupt(f"{where}: not a readable Parquet file ({exc})") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SnapshotCorrupt(f"{where}: not a laredo Parquet part (metadata {METADATA_KEY.decode()!r}: "
                               f"{type(exc).__name__}: {exc})") from None
     names = [name for name, _ in stored]

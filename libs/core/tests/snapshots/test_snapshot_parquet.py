@@ -121,6 +121,13 @@ def test_damaged_or_foreign_files_are_reported() -> None:
     pq.write_table(pa.table({"id": [1, 2]}), foreign)
     with pytest.raises(SnapshotCorrupt, match="not a laredo Parquet part"):
         decode_parquet(foreign.getvalue(), "p")
+    mislabelled = io.BytesIO()  # laredo's metadata over columns of other types
+    metadata = {"version": 1, "columns": [{"name": "day", "kind": "date"}, {"name": "at", "kind": "timestamptz"},
+                                          {"name": "n", "kind": "int64"}], "absent_column": "gone"}
+    pq.write_table(pa.table({"day": [1], "at": ["x"], "n": ["y"], "gone": [None]}).replace_schema_metadata(
+        {b"laredo.snapshot": json.dumps(metadata).encode()}), mislabelled)
+    with pytest.raises(SnapshotCorrupt, match="p: not a"):
+        decode_parquet(mislabelled.getvalue(), "p")
 
 
 def test_column_kinds_follow_the_postgres_type() -> None:
