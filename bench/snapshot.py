@@ -160,7 +160,8 @@ def line(what: str, result: CompactionResult, seconds: float) -> str:
     t = result.times
     size = sum(p.size_bytes for p in result.parts) / 2**20
     return (f"  {what:<52} {result.row_count:>10,} rows {seconds:7.1f}s {result.row_count / seconds:>9,.0f} rows/s"
-            f" {size:7.1f} MiB   read tail {t.read_tail:5.1f}s  fold {t.fold:5.1f}s  write {t.write:5.1f}s  checksum {t.checksum:4.1f}s"
+            f" {size:7.1f} MiB   read tail {t.read_tail:5.1f}s  fold {t.fold:5.1f}s  write {t.write:5.1f}s"
+            f"  checksum {t.checksum:4.1f}s"
             f"  ({result.messages:,} msgs, {result.changes:,} changes)")
 
 

@@ -3,7 +3,8 @@
 Acceptance: a 100,000-row baseline and 20,000 changes (inserts, updates, deletes, primary-key updates, updates
 keeping unchanged TOASTed values, a TRUNCATE) compacted in three runs — JSON lines, then Parquet — each snapshot
 equal to the table at its position, and a fresh fan-out instance restored from the last one plus the stream tail
-serves a client replica equal to the table. A compaction killed midway leaves the previous snapshot the newest, and the next run works.
+serves a client replica equal to the table. A compaction killed midway leaves the previous snapshot the newest,
+and the next run works.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SnapshotStore port on a local directory: <path>/<schema>.<table>/<snapshot_id>/{rows-*.jsonl or rows-*.parquet, manifest.json}.
+"""The SnapshotStore port on a local directory: <path>/<schema>.<table>/<snapshot_id>/{rows-*, manifest.json}.
 
 Every file is written to a temporary name and renamed, so a reader never sees half a file; the manifest
 is renamed into place last. Blocking file I/O runs in a thread.

@@ -1,6 +1,6 @@
 """The SnapshotStore port on S3 (MinIO in production) through the minio SDK.
 
-Keys: <prefix>/<schema>.<table>/<snapshot_id>/{rows-*.jsonl or rows-*.parquet, manifest.json}. An object appears whole
+Keys: <prefix>/<schema>.<table>/<snapshot_id>/{rows-*.jsonl or .parquet, manifest.json}. An object appears whole
 or not at all, and the manifest is put last. The bucket is created on first use when missing. The
 SDK is blocking, so every call runs in a thread; its errors become SnapshotStoreUnavailable.
 """
