@@ -10,6 +10,7 @@ from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, TableSetti
 from laredo_core.config.reader import parse_duration
 from laredo_core.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig, read_snapshot_format, read_snapshot_store
+from laredo_core.snapshots.format import FORMAT
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ class SnapshotConfig:
     max_age: float = 0.0
     part_rows: int = 100_000
     restore_on_start: bool = True
-    format: str = "jsonl"  # `serializer`: jsonl | parquet
+    format: str = FORMAT  # `serializer`: jsonl | parquet
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,22 +167,23 @@ def _base_lines(base: BaseSpec, parts: Iterable[SnapshotPart]) -> Iterator[str]:
             where = f"snapshot {snapshot_id} of {table}"
             data = loop.run(opened.read_part(table, snapshot_id, part.name))
             verify_part(part, data, where)
-            if base.format != FORMAT:
-                rows = decode_part(base.format, data, where)
-                if len(rows) != part.rows:
-                    raise SnapshotCorrupt(f"{where}: {part.name} holds {len(rows)} rows, its manifest entry says "
-                                          f"{part.rows}")
-                yield from map(row_json, rows)
-                continue
-            lines = data.decode("utf-8").split("\n")
-            if lines[-1]:
-                raise SnapshotCorrupt(f"{where}: {part.name} does not end with a newline")
-            if len(lines) - 1 != part.rows:
-                raise SnapshotCorrupt(f"{where}: {part.name} holds {len(lines) - 1} rows, its manifest entry says "
+            lines = _part_lines(base.format, part, data, where)
+            if len(lines) != part.rows:
+                raise SnapshotCorrupt(f"{where}: {part.name} holds {len(lines)} rows, its manifest entry says "
                                       f"{part.rows}")
-            yield from lines[:-1]
+            yield from lines
     finally:
         loop.close()
+
+
+def _part_lines(fmt: str, part: SnapshotPart, data: bytes, where: str) -> list[str]:
+    """One part's rows as JSON lines (a JSON-lines part as it is: no re-encoding)."""
+    if fmt != FORMAT:
+        return [row_json(row) for row in decode_part(fmt, data, where)]
+    lines = data.decode("utf-8").split("\n")
+    if lines[-1]:
+        raise SnapshotCorrupt(f"{where}: {part.name} does not end with a newline")
+    return lines[:-1]
 
 
 def read_base(base: BaseSpec, parts: Iterable[SnapshotPart]) -> Iterator[Record]:
