@@ -23,10 +23,11 @@ from laredo_client.errors import (
 )
 from laredo_client.options import BackoffPolicy, ClientOptions, Filter, FilterKind, Index
 from laredo_client.stats import ClientStats
+from laredo_client.stream_observer import StreamObserver
 from laredo_client.values import Column, Row
 
 __all__ = [
     "BackoffPolicy", "BlockingLaredoClient", "ClientError", "ClientFailed", "ClientOptions", "ClientStats", "Column",
     "Filter", "FilterKind", "Index", "LaredoClient", "ProtocolViolation", "Row", "SequenceGapError",
-    "ServerChanged", "StreamSilent",
+    "ServerChanged", "StreamObserver", "StreamSilent",
 ]

@@ -21,6 +21,7 @@ from laredo_client.persistence import LocalSnapshot, load_local_snapshot, save_l
 from laredo_client.replication_loop import ReplicationLoop
 from laredo_client.server_snapshot import bootstrap_from_server_snapshot
 from laredo_client.stats import ClientStats
+from laredo_client.stream_observer import StreamObserver
 from laredo_client.values import Column
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,8 @@ class LaredoClient:
     connection is dead); `backoff` (reconnect delays); `channel_credentials` / `channel_options` (gRPC channel
     settings; messages of up to 64 MiB are accepted unless `grpc.max_receive_message_length` says otherwise);
     `bootstrap_from_server_snapshot` (without a usable local snapshot, start from the server's newest stored
-    snapshot, fetched with FetchSnapshot, and Sync only the changes after it; not with `filters`).
+    snapshot, fetched with FetchSnapshot, and Sync only the changes after it; not with `filters`);
+    `stream_observer` (a StreamObserver shown every stream's request and messages: protocol checks, diagnostics).
 
     Reads (`get`, `lookup`, `lookup_all`, `all`, `count`) return copies and never block on the network.
     Listeners run on the event loop right after a change was applied: keep them quick.
@@ -49,14 +51,16 @@ class LaredoClient:
                  heartbeat_timeout: float = 30.0, backoff: BackoffPolicy | None = None,
                  channel_credentials: grpc.ChannelCredentials | None = None,
                  channel_options: Iterable[tuple[str, Any]] = (), rng: random.Random | None = None,
-                 bootstrap_from_server_snapshot: bool = False) -> None:
+                 bootstrap_from_server_snapshot: bool = False,
+                 stream_observer: StreamObserver | None = None) -> None:
         self.options = ClientOptions(
             address=address, schema=schema, table=table,
             local_snapshot_path=Path(local_snapshot_path) if local_snapshot_path else None,
             lookup_fields=tuple(lookup_fields), indexes=tuple(indexes), client_id=client_id,
             filters=tuple(filters), max_batch_size=max_batch_size, heartbeat_timeout=heartbeat_timeout,
             backoff=backoff or BackoffPolicy(), channel_credentials=channel_credentials,
-            channel_options=tuple(channel_options), bootstrap_from_server_snapshot=bootstrap_from_server_snapshot)
+            channel_options=tuple(channel_options), bootstrap_from_server_snapshot=bootstrap_from_server_snapshot,
+            stream_observer=stream_observer)
         self.stats = ClientStats()
         self._replica = ClientReplica(self.options.lookup_fields, self.options.indexes)
         self._backoff = Backoff(self.options.backoff, rng)

@@ -13,6 +13,8 @@ import grpc
 from laredo_core.errors import ConfigError
 from laredo_core.jsonvalue import to_json_value
 
+from laredo_client.stream_observer import StreamObserver
+
 _SCALARS = (type(None), bool, int, float, str)
 #: Entries (or snapshot rows) per message the client asks for. Servers that do not know the field (it is an
 #: extension, number 100) ignore it and send one per message, which the client reads as well.
@@ -102,6 +104,7 @@ class ClientOptions:
     channel_credentials: grpc.ChannelCredentials | None = None
     channel_options: tuple[tuple[str, Any], ...] = ()
     bootstrap_from_server_snapshot: bool = False
+    stream_observer: StreamObserver | None = None
 
     def __post_init__(self) -> None:
         problems = [*_table_problems(self), *_index_problems(self.lookup_fields, self.indexes),

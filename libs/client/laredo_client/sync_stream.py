@@ -61,9 +61,12 @@ class SyncStream(StreamApplier):
 
     async def _run(self) -> None:
         """Apply the stream until the server ends it cleanly (returns) or it fails (raises)."""
+        observer = self.options.stream_observer
         async with self._open_channel() as channel:
             sync = channel.unary_stream(SYNC_METHOD, request_serializer=pb.SyncRequest.SerializeToString,
                                         response_deserializer=None)  # bytes: handle_bytes decodes them
+            if observer is not None:
+                observer.opened(self.name, self.request)
             call = sync(self.request)
             try:
                 metadata = await self._within_deadline(call.initial_metadata())
@@ -72,9 +75,13 @@ class SyncStream(StreamApplier):
                     message = await self._within_deadline(call.read())
                     if message is grpc.aio.EOF:
                         return
+                    if observer is not None:
+                        observer.received(self.name, message)
                     self.handle_bytes(message)
             finally:
                 call.cancel()
+                if observer is not None:
+                    observer.closed(self.name)
 
     def _open_channel(self) -> grpc.aio.Channel:
         """A new channel and a new connection per stream, so a load balancer can route a re-dial elsewhere:
