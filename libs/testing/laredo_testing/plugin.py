@@ -21,6 +21,7 @@ from laredo_testing.containers import (
     choose_backend,
     docker_reachable,
 )
+from laredo_testing.nats_cluster import NatsCluster
 from laredo_testing.process import close_all
 from laredo_testing.servers import NatsServer, PostgresServer, RedisServer, S3Endpoint, S3Server
 
@@ -112,6 +113,15 @@ def nats_server(laredo_backend: Backend) -> Iterator[NatsLike]:
 @pytest.fixture(scope="session")
 def nats_url(nats_server: NatsLike) -> str:
     return nats_server.url
+
+
+@pytest.fixture
+def nats_cluster() -> Iterator[NatsCluster]:
+    """A 3-node JetStream cluster of its own (tests kill and restart its nodes), always as processes.
+
+    Clients connect with `nats_cluster.urls` (or the comma-separated `nats_cluster.url`).
+    """
+    yield from _serve(NatsCluster(3))
 
 
 @pytest.fixture(scope="session")

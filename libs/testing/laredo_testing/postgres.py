@@ -17,6 +17,7 @@ from laredo_testing.process import (
     START_ATTEMPTS,
     MissingExecutableError,
     ServerStartError,
+    StartedInContext,
     free_port,
     make_run_dir,
     pid_alive,
@@ -51,7 +52,7 @@ _STOP_SIGNALS: Mapping[str, int] = {
 }
 
 
-class PostgresServer:
+class PostgresServer(StartedInContext):
     """A PostgreSQL cluster in its own directory on a free 127.0.0.1 port, user `postgres`, trust auth.
 
     `settings` override DEFAULT_SETTINGS (e.g. wal_level=replica for negative tests). The port and
@@ -166,16 +167,6 @@ class PostgresServer:
     def drop_database(self, name: str, *, timeout: float = 15.0) -> None:
         """Drop a database with its logical slots, disconnecting whoever still uses them."""
         drop_database(self.dsn, name, timeout=timeout)
-
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _ensure_cluster(self) -> None:
         if (self.data_dir / "PG_VERSION").exists():

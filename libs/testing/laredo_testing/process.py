@@ -162,7 +162,27 @@ def make_run_dir(prefix: str) -> Path:
     return path
 
 
-class ProcessServer:
+class StartedInContext:
+    """`with server:` starts it and closes it afterwards, also when starting fails half-way."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class ProcessServer(StartedInContext):
     """A server run as a direct child process, listening on loopback ports chosen at first start.
 
     Later starts reuse the same ports and directory, so a test can stop a server and bring it
@@ -278,13 +298,3 @@ class ProcessServer:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
             self._ports_chosen = False
-
-    def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

