@@ -12,6 +12,9 @@ HEADER_KIND = "Laredo-Kind"
 HEADER_COMMIT_LSN = "Laredo-Commit-Lsn"
 HEADER_END_LSN = "Laredo-End-Lsn"
 HEADER_TABLE = "Laredo-Table"
+#: JetStream stores a message only if the stream's last message is the one named (see ingest's publisher).
+HEADER_EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
+HEADER_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 
 _SAFE_TOKEN = re.compile(r"[A-Za-z0-9_-]")
 

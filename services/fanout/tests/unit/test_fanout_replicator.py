@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from google.protobuf.json_format import MessageToDict
 
 from laredo.replication.v1 import replication_pb2 as rpb
@@ -40,15 +43,22 @@ def test_baseline_rows_are_journaled_as_inserts_and_the_table_becomes_ready() ->
     assert world.replica.ready
 
 
-def test_replayed_messages_change_nothing() -> None:
+def test_replayed_messages_change_nothing_and_are_reported_loudly(caplog: pytest.LogCaptureFixture) -> None:
     world, batches = build_world(), Batches()
     baseline = batches.baseline([row(1), row(2)])
     tx = batches.transaction(update(row(1, "x")), delete({"id": 2}))
     feed(world, baseline, tx)
     before = (journal_actions(world), {r.key: dict(r.values) for r in world.replica.state.rows()})
-    feed(world, baseline, tx)  # a restart delivers the stream again from its start
+    assert world.replica.position_regressions == 0 and not caplog.records
+    feed(world, baseline, tx)  # the stream delivers earlier positions again
     assert (journal_actions(world), {r.key: dict(r.values) for r in world.replica.state.rows()}) == before
     assert journal_actions(world) == [(1, "INSERT"), (2, "INSERT"), (3, "UPDATE"), (4, "DELETE")]
+    assert world.replica.position_regressions == 2  # the baseline rows' message and the transaction's
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("at or before the position already applied" in w for w in warnings)
+    assert "2 change(s) skipped" in warnings[1]
+    _, details = world.targets.readiness()
+    assert details["tables"][str(TABLE)]["position_regressions"] == 2
 
 
 def test_rebaseline_deletes_rows_it_no_longer_contains_after_its_rows() -> None:

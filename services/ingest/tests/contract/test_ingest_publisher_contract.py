@@ -46,6 +46,8 @@ class PublisherHarness:
     spec: StreamSpec
     prefix: str
     stored: Callable[[], Awaitable[list[Stored]]]
+    #: The same batch made to be rejected by the stream (as a 503 during a leader change would).
+    rejected: Callable[[OutboundBatch], OutboundBatch]
 
 
 @pytest.fixture(params=["memory", pytest.param("nats", marks=pytest.mark.integration)])
@@ -59,7 +61,11 @@ async def harness(request: pytest.FixtureRequest, unique_name: str) -> AsyncIter
             return [(m.batch.msg_id, m.batch.kind, m.batch.commit_lsn, m.batch.end_lsn, len(m.batch.changes),
                      m.headers.get("traceparent", "")) for m in fake.stored]
 
-        yield PublisherHarness(fake, spec, unique_name, stored_in_memory)
+        def rejected_in_memory(b: OutboundBatch) -> OutboundBatch:
+            fake.fail_next = 1  # the next message published: this one
+            return b
+
+        yield PublisherHarness(fake, spec, unique_name, stored_in_memory, rejected_in_memory)
         return
     url = request.getfixturevalue("nats_url")
     connection = NatsConnection([url])
@@ -78,7 +84,10 @@ async def harness(request: pytest.FixtureRequest, unique_name: str) -> AsyncIter
                            headers.get("traceparent", "")))
         return result
 
-    yield PublisherHarness(publisher, spec, unique_name, stored_in_nats)
+    def rejected_by_nats(b: OutboundBatch) -> OutboundBatch:
+        return dataclasses.replace(b, subject=f"{unique_name}-nowhere.x")  # no stream: 503 no responders
+
+    yield PublisherHarness(publisher, spec, unique_name, stored_in_nats, rejected_by_nats)
     await publisher.close()
     await connection.close()
     await reader.close()
@@ -127,6 +136,30 @@ async def test_a_repeated_msg_id_is_acknowledged_but_stored_once(harness: Publis
     assert await harness.publisher.wait_for_acks(10.0)
     assert acks.results == {"first": [None], "again": [None]}
     assert [s[0] for s in await harness.stored()] == [b.msg_id]
+
+
+async def test_nothing_after_a_rejected_message_is_stored_until_the_next_session(harness: PublisherHarness) -> None:
+    """A hole in the middle of a pipelined run: the messages after it are refused, not stored out of order;
+    a new session (ensure_stream) re-publishes from the hole, duplicates acknowledged, and continues in order."""
+    await harness.publisher.ensure_stream(harness.spec)
+    acks = Acks()
+    batches = [batch(harness.prefix, 0x2000 + i * 0x100, end_lsn=0x2000 + i * 0x100 + 0x80) for i in range(6)]
+    await harness.publisher.publish(batches[0], acks.callback("0"))
+    await harness.publisher.publish(harness.rejected(batches[1]), acks.callback("1"))
+    for i, b in enumerate(batches[2:], start=2):
+        await harness.publisher.publish(b, acks.callback(str(i)))
+    await eventually(lambda: len(acks.results) == 6, what="every message answered")
+    assert acks.results["0"] == [None]
+    assert all(isinstance(acks.results[str(i)][0], IngestError) for i in range(1, 6)), acks.results
+    assert [s[0] for s in await harness.stored()] == [batches[0].msg_id]
+
+    await harness.publisher.ensure_stream(harness.spec)  # the next session re-sends from the first unacknowledged
+    again = Acks()
+    for b in batches:
+        await harness.publisher.publish(b, again.callback(b.msg_id))
+    assert await harness.publisher.wait_for_acks(10.0)
+    assert again.results == {b.msg_id: [None] for b in batches}
+    assert [s[0] for s in await harness.stored()] == [b.msg_id for b in batches]
 
 
 async def test_more_messages_than_the_window_all_get_through(harness: PublisherHarness) -> None:

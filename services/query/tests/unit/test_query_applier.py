@@ -34,6 +34,7 @@ async def test_baseline_then_changes_make_the_table_ready_and_replays_change_not
     world.publish(b.transaction(b.insert(row(10))))
     await eventually(lambda: 10 in values(world), what="the change after the replay")
     assert values(world) == {**expected, 10: row(10)} and world.table.applied_position > position
+    assert world.table.status()["position_regressions"] == 4, "three baseline chunks and the transaction, counted"
 
 
 async def test_subscribers_get_one_event_per_effective_change_with_positions(make_world: Callable[..., World]) -> None:

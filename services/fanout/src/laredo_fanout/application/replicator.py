@@ -1,7 +1,7 @@
 """Apply stream messages to each target's rows and journal: the ChangeSink of the fan-out service.
 
 Positions are the idempotency key: a change at or before the table's applied position is a
-replay and is skipped. Control batches get positions that sort where the stream puts them:
+replay and is skipped, and said loudly (PositionRegressions): positions only grow along a stream. Control batches get positions that sort where the stream puts them:
 BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before
 the first change committed at the baseline's snapshot LSN.
 
@@ -19,6 +19,7 @@ from laredo_core.changes import BatchKind, ChangeBatchInfo, TableId
 from laredo_core.deadletters.recorder import DeadLetterRecorder
 from laredo_core.position import BASELINE_ORDINAL_BASE, Position
 from laredo_core.stream.feed import UndecodableMessage
+from laredo_core.stream.regressions import PositionRegressions
 
 from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.domain.errors import ChangeNotApplicable
@@ -41,6 +42,7 @@ class Replicator:
         self._clock = clock
         self._observer = observer
         self.dead_letters = dead_letters or DeadLetterRecorder(None, TARGET_TYPE, "fanout")
+        self.regressions = PositionRegressions("fan-out")
 
     def on_caught_up(self, table: TableId) -> None:
         replica = self._replicas.get(table)
@@ -117,9 +119,11 @@ class Replicator:
     def _apply_changes(self, replica: TableReplica, message: FeedMessage, trace: object | None) -> int:
         batch = message.batch
         state, baseline = replica.state, batch.kind is BatchKind.BASELINE_ROWS
-        appended = 0
+        appended = skipped = 0
+        applied_before = replica.applied_position
         for index, change in enumerate(batch.changes):
             if not replica.accepts(change.position):
+                skipped += 1
                 continue
             try:
                 if baseline:
@@ -134,6 +138,9 @@ class Replicator:
             if effect is not None:
                 self._journal(replica, effect, change.position, batch, trace)
                 appended += 1
+        if skipped:
+            replica.position_regressions = self.regressions.report(
+                replica.table, message.stream_sequence, batch.changes[0].position, applied_before, skipped)
         return appended
 
     def _end_baseline(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:

@@ -68,6 +68,7 @@ class TableReplica:
         self.stream_sequence = 0  # JetStream sequence of the last message applied (or skipped as a replay)
         self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
         self.baseline_complete = False
+        self.position_regressions = 0  # messages at or before the applied position (see PositionRegressions)
         self.caught_up = False
         self.schema_changes: list[SchemaChange] = []
         self.drain: DrainNotice | None = None

@@ -178,7 +178,8 @@ class FanoutTargets:
             str(r.table): {"ready": r.ready, "baseline_complete": r.baseline_complete, "caught_up": r.caught_up,
                            "rows": len(r.state), "sequence": r.journal.current_sequence,
                            "clients": len(r.clients), **({"draining": r.drain.reason} if r.drain else {}),
-                           **({"dead_letters": r.dead_letters} if r.dead_letters else {})}
+                           **({"dead_letters": r.dead_letters} if r.dead_letters else {}),
+                           **({"position_regressions": r.position_regressions} if r.position_regressions else {})}
             for r in self._replicas.values()
         }
         ready = all(r.ready for r in self._replicas.values()) and not self.draining

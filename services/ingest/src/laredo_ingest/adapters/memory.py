@@ -36,10 +36,13 @@ class PublishedMessage:
 
 
 class InMemoryChangePublisher:
-    """Stores batches like a JetStream stream would, deduplicating by msg_id.
+    """Stores batches like a JetStream stream would, deduplicating by msg_id, in order or not at all.
 
-    Faults: `fail_msg_ids` (rejected), `fail_next` (the next n messages are rejected), `hold_acks` (acks wait for release_acks(), in any order you pick),
-    `ack_delay` seconds before each ack.
+    As with the NATS adapter, a message is stored only if its predecessor was: once one is rejected, every
+    later message that is not a duplicate is refused too, until ensure_stream() starts a new session.
+
+    Faults: `fail_msg_ids` (rejected), `fail_next` (the next n messages are rejected), `hold_acks` (acks wait
+    for release_acks(), in any order you pick), `ack_delay` seconds before each ack.
     """
 
     def __init__(self, *, max_pending: int = 4000) -> None:
@@ -52,6 +55,7 @@ class InMemoryChangePublisher:
         self.ack_delay = 0.0
         self._held: list[tuple[AckCallback, IngestError | None]] = []
         self._ids: set[str] = set()
+        self._broken_after = ""  # the rejected message every later one of this session follows
         self._window = asyncio.Semaphore(max_pending)
         self._pending = 0
         self._idle = asyncio.Event()
@@ -59,6 +63,7 @@ class InMemoryChangePublisher:
 
     async def ensure_stream(self, spec: StreamSpec) -> None:
         self.spec = spec
+        self._broken_after = ""
 
     async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
                       trace_headers: Mapping[str, str] | None = None) -> None:
@@ -71,8 +76,12 @@ class InMemoryChangePublisher:
         if batch.msg_id in self.fail_msg_ids or self.fail_next > 0:
             self.fail_next = max(0, self.fail_next - 1)
             error = PublishFailed(f"JetStream rejected {batch.msg_id} (test fault)")
+            self._broken_after = self._broken_after or batch.msg_id
         elif batch.msg_id in self._ids:
             self.duplicates += 1
+        elif self._broken_after:
+            error = PublishFailed(f"JetStream refused {batch.msg_id}: {self._broken_after}, published before "
+                                  "it, is not stored")
         else:
             self._ids.add(batch.msg_id)
             self.stored.append(PublishedMessage(batch, dict(trace_headers or {})))

@@ -5,6 +5,15 @@ PubAck (or an error). Up to `max_pending` messages are unacknowledged at once (a
 so publishing never waits for a single round trip. This is nats-py's publish_async pattern without its
 per-message future, plus an ack deadline: nats-py's futures never time out, and an ack that never
 comes must fail the message so the stream restarts instead of stalling.
+
+Order: the stream never holds a message before one published earlier is stored. Every change-stream message
+names what must be the stream's last message when it arrives: the first one after ensure_stream() the stream's
+last sequence (Nats-Expected-Last-Sequence), every later one its predecessor's id (Nats-Expected-Last-Msg-Id).
+JetStream refuses a message whose predecessor was lost on the wire or rejected (a 503 during a leader change,
+a dropped connection whose later frames nats-py re-sends after reconnecting), so nothing after a hole is
+stored; the session fails and the next one re-publishes from the first unacknowledged change. Duplicates of
+stored messages (a re-sent transaction) are still acknowledged as duplicates: JetStream checks the message id
+before the expected predecessor's id.
 """
 
 from __future__ import annotations
@@ -24,7 +33,15 @@ from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
 from laredo_core.position import format_lsn
-from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, HEADER_MSG_ID, HEADER_TABLE
+from laredo_core.stream.naming import (
+    HEADER_COMMIT_LSN,
+    HEADER_END_LSN,
+    HEADER_EXPECTED_LAST_MSG_ID,
+    HEADER_EXPECTED_LAST_SEQUENCE,
+    HEADER_KIND,
+    HEADER_MSG_ID,
+    HEADER_TABLE,
+)
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
@@ -37,6 +54,9 @@ from laredo_ingest.ports import AckCallback, StreamSpec
 log = logging.getLogger(__name__)
 
 _Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), msg id
+
+#: JetStream's error codes for a message whose expected predecessor is not the stream's last message.
+_WRONG_LAST_SEQUENCE, _WRONG_LAST_MSG_ID = 10071, 10070
 
 
 class NatsChangePublisher:
@@ -62,6 +82,7 @@ class NatsChangePublisher:
         self._sender: FastPublisher | None = None
         self._trace_source: Mapping[str, str] | None = None
         self._trace_lines = ""
+        self._expected_last = ""  # the header line naming the predecessor of the next change-stream message
 
     async def ensure_stream(self, spec: StreamSpec) -> None:
         js = await self._connection.jetstream()
@@ -87,6 +108,19 @@ class NatsChangePublisher:
         if self._dead_letters is not None and self._dead_letter_stream is not None:
             await self._ensure_dead_letter_stream(js, self._dead_letter_stream)
         await self._listen_for_acks()
+        await self._start_chain(js, spec.name)
+
+    async def _start_chain(self, js: JetStreamContext, name: str) -> None:
+        """The next message must follow the stream's last one: whatever an earlier session left in flight
+        has failed (a late arrival of it makes the first new message fail, and the session start again)."""
+        self._fail_all("a new publishing session started")
+        try:
+            info = await js.stream_info(name)
+        except (nats.errors.Error, nats.js.errors.APIError) as exc:
+            raise StreamSetupFailed(f"cannot read the last sequence of JetStream stream {name} ({exc!r})",
+                                    retryable=True) from exc
+        self._expected_last = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {info.state.last_seq}\r\n"
+        log.debug("publishing to %s after its sequence %d", name, info.state.last_seq)
 
     async def _ensure_dead_letter_stream(self, js: JetStreamContext, config: StreamConfig) -> None:
         """Created when missing; its limits are the dead-letter store's business (it updates them)."""
@@ -106,8 +140,10 @@ class NatsChangePublisher:
         if self._dead_letters is not None and not batch.schema.has_usable_key:
             await self._publish_dead_letters(batch, on_ack)
             return
-        await self._send(batch.subject, batch.msg_id, self._headers(batch, trace_headers), encode_batch(batch),
-                         on_ack)
+        headers = self._headers(batch, trace_headers)
+        # The chain moves on even if this message never leaves: a successor must not be stored without it.
+        self._expected_last = f"{HEADER_EXPECTED_LAST_MSG_ID}: {sanitize(batch.msg_id)}\r\n"
+        await self._send(batch.subject, batch.msg_id, headers, encode_batch(batch), on_ack)
 
     async def _publish_dead_letters(self, batch: OutboundBatch, on_ack: AckCallback) -> None:
         """One dead letter per change and pipeline; `on_ack` once all of them are stored (or the first fails)."""
@@ -152,7 +188,8 @@ class NatsChangePublisher:
         end = f"{HEADER_END_LSN}: {format_lsn(batch.end_lsn)}\r\n" if batch.end_lsn else ""
         return (f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(batch.msg_id)}\r\n{HEADER_KIND}: {batch.kind.value}\r\n"
                 f"{HEADER_COMMIT_LSN}: {format_lsn(batch.commit_lsn)}\r\n"
-                f"{HEADER_TABLE}: {sanitize(str(batch.schema.table))}\r\n{end}{self._trace_lines}\r\n").encode()
+                f"{HEADER_TABLE}: {sanitize(str(batch.schema.table))}\r\n{end}{self._expected_last}"
+                f"{self._trace_lines}\r\n").encode()
 
     async def wait_for_acks(self, timeout: float) -> bool:
         try:
@@ -249,8 +286,14 @@ def _reply_error(data: bytes, msg_id: str) -> IngestError:
         error = json.loads(data).get("error", {})
     except ValueError:
         return PublishFailed(f"unreadable JetStream reply for {msg_id}: {data[:200]!r}")
+    code = error.get("err_code")
+    if code in (_WRONG_LAST_SEQUENCE, _WRONG_LAST_MSG_ID):
+        return PublishFailed(f"JetStream refused {msg_id} because the message published before it is not the "
+                             f"stream's last ({error.get('description', error)}): it was lost or rejected, so "
+                             "nothing after it is stored; publishing starts again from the first unacknowledged "
+                             "change")
     return PublishFailed(f"JetStream rejected {msg_id}: {error.get('description', error)} "
-                         f"(code {error.get('err_code', '?')})")
+                         f"(code {code if code is not None else '?'})")
 
 
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:

@@ -1,7 +1,7 @@
 """Apply stream messages to each table's rows and indexes: the ChangeSink of the query service.
 
 Positions are the idempotency key: a change at or before the table's applied position is a replay and
-is skipped. Control batches get positions that sort where the stream puts them (as fan-out does):
+is skipped, and said loudly (PositionRegressions): positions only grow along a stream. Control batches get positions that sort where the stream puts them (as fan-out does):
 BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before the first
 change committed at the baseline's snapshot LSN. Subscribers get one event per effective change.
 
@@ -19,6 +19,7 @@ from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, RowChange, T
 from laredo_core.deadletters.recorder import DeadLetterRecorder
 from laredo_core.position import BASELINE_ORDINAL_BASE, Position
 from laredo_core.stream.feed import UndecodableMessage
+from laredo_core.stream.regressions import PositionRegressions
 
 from laredo_query.application.query_table import QueryTable
 from laredo_query.domain.errors import ChangeRejected, UniqueIndexViolation
@@ -39,6 +40,7 @@ class ChangeApplier:
         self._tables = tables
         self._clock = clock
         self.dead_letters = dead_letters or DeadLetterRecorder(None, TARGET_TYPE, "query")
+        self.regressions = PositionRegressions("query")
 
     def on_caught_up(self, table: TableId) -> None:
         target = self._tables.get(table)
@@ -97,8 +99,10 @@ class ChangeApplier:
     def _apply_changes(self, target: QueryTable, message: FeedMessage, events: _Events) -> None:
         batch = message.batch
         indexed, baseline = target.indexed, batch.kind is BatchKind.BASELINE_ROWS
+        skipped, applied_before = 0, target.applied_position
         for index, change in enumerate(batch.changes):
             if not target.accepts(change.position):
+                skipped += 1
                 continue
             try:
                 if baseline:
@@ -118,6 +122,9 @@ class ChangeApplier:
             target.applied_position = change.position
             if effect is not None:
                 events.add(effect, change.position)
+        if skipped:
+            target.position_regressions = self.regressions.report(
+                target.table, message.stream_sequence, batch.changes[0].position, applied_before, skipped)
 
     def _end_baseline(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
         end = Position(batch.commit_lsn, -1)

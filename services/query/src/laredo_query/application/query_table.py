@@ -48,6 +48,7 @@ class QueryTable:
         self.serving = False
         self.stale_reason = ""
         self.skipped_changes = 0
+        self.position_regressions = 0  # messages at or before the applied position (see PositionRegressions)
         self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
         self.watch = KeyWatch()  # rows changed after a rejected change (replays skip what was overtaken)
         self.baselines_completed = 0
@@ -108,4 +109,6 @@ class QueryTable:
             status["skipped_changes"] = self.skipped_changes
         if self.dead_letters:
             status["dead_letters"] = self.dead_letters
+        if self.position_regressions:
+            status["position_regressions"] = self.position_regressions
         return status
