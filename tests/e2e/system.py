@@ -74,10 +74,11 @@ class System:
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """What differs between systems: HOCON fields (comma-separated) added to the source, the ingest section and
-    each target."""
+    """What differs between systems: HOCON fields (comma-separated) added to the source, the stream and ingest
+    sections and each target."""
 
     source: str = ""
+    stream: str = ""
     ingest: str = ""
     fanout_target: str = ""
     query_target: str = ""
@@ -91,7 +92,7 @@ sources {{ {SOURCE} {{ type = postgresql, connection = {json.dumps(dsn)}, slot_n
 tables = [ {{ source = {SOURCE}, schema = {table.schema}, table = {table.name}, targets = [
   {{ type = replication-fanout, heartbeat_interval = 1s{_more(extra.fanout_target)} }},
   {{ type = indexed-memory{_more(extra.query_target)} }} ] }} ]
-stream {{ nats_url = {json.dumps(nats_url)}, subject_prefix = {prefix} }}
+stream {{ nats_url = {json.dumps(nats_url)}, subject_prefix = {prefix}{_more(extra.stream)} }}
 redis {{ url = {json.dumps(redis_url)}, key_prefix = {prefix} }}
 ingest {{ health_host = 127.0.0.1, health_port = {health["ingest"]}, heartbeat_interval = 1s{_more(extra.ingest)} }}
 fanout {{ grpc {{ host = 127.0.0.1, port = {ports["fanout"]} }}, health_host = 127.0.0.1,
