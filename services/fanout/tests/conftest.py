@@ -61,6 +61,11 @@ class World:
         self.tasks.append(asyncio.create_task(
             self.feed.run([FeedSubscription("pg", self.replica.table, start_after_sequence)], self.replicator)))
 
+    def issued_here(self) -> dict[str, str]:
+        """The request fields that say a sequence was issued by this instance's current journal."""
+        return {"last_known_instance_id": self.targets.instance_id,
+                "last_known_journal_epoch": self.replica.journal.epoch}
+
     def sync(self, replica: SyncReplica | None = None, **request: Any) -> tuple[SyncReplica, asyncio.Task[None]]:
         """Start a Sync client that applies every message to a SyncReplica."""
         client, task = self.sync_client(replica, **request)
@@ -90,7 +95,8 @@ def build_world(*, table: TableId = TABLE, journal_max_entries: int = 1000, jour
     if snapshot_store is not None or snapshot_policy is not None:
         snapshots[table] = TableSnapshots(replica, snapshot_store or MemorySnapshotStore(),
                                           snapshot_policy or SnapshotPolicy(interval=0), encoder=encoder, clock=clock)
-    targets = FanoutTargets([replica], encoder=encoder, clock=clock, observer=observer, snapshots=snapshots)
+    targets = FanoutTargets([replica], encoder=encoder, clock=clock, observer=observer, snapshots=snapshots,
+                            instance_id="fanout-test")
     return World(feed or MemoryChangeFeed(), replica, replicator, targets, observer, clock)
 
 

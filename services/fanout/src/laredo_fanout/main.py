@@ -236,7 +236,9 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
         r.table: TableSnapshots(r, store_for(t.snapshot.store), _policy(t), encoder=encoder, clock=clock)
         for r, t in zip(replicas, config.targets) if t.snapshot is not None
     }
-    targets = FanoutTargets(replicas, encoder=encoder, clock=clock, observer=observer, snapshots=snapshots)
+    instance_id = instance_id or config.instance_id or default_instance_id(SERVICE_NAME)
+    targets = FanoutTargets(replicas, encoder=encoder, clock=clock, observer=observer, snapshots=snapshots,
+                            instance_id=instance_id)
     replicator = Replicator({r.table: r for r in replicas}, encoder, clock, observer)
     feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix, json_values=True,
                                   client_name="laredo-fanout")
@@ -244,7 +246,6 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
         from laredo_core.coordination.redis_store import RedisCoordinationStore  # connects lazily
 
         coordination = RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)
-    instance_id = instance_id or config.instance_id or default_instance_id(SERVICE_NAME)
     sink = GatedSink(replicator)
     rebuilds = _rebuilds(config, instance_id, targets, encoder, clock, sink, coordination, feed, stream_tail)
     dead_letters = wire_dead_letters(settings, TARGET_TYPE, f"fanout:{instance_id}", store=dead_letter_store)

@@ -41,8 +41,10 @@ async def test_restart_restores_the_newest_snapshot_plus_the_stream_tail(
             assert [m.stream_sequence for m in observer.applied] == tail  # not one message before the snapshot
             assert {r.key: r.encoded for r in again.state.rows()} == {r.key: r.encoded for r in replica.state.rows()}
             assert again.journal.oldest_sequence == 111  # the journal continues the snapshot's numbering
-            resumed = follow(restarted.channel, client_id="app", last_known_sequence=client.replica.sequences[-1]
-                             if client.replica.sequences else 113)
+            # The restarted journal continues the snapshot's numbering but under a new epoch: the client resumes by
+            # the source position its snapshot reflects (a sequence from the first instance would not count).
+            end = next(m.snapshot_end for m in client.replica.messages if m.WhichOneof("message") == "snapshot_end")
+            resumed = follow(restarted.channel, client_id="app", last_known_source_position=end.source_position)
             await stream.publish(batches.transaction(insert(row(201))))
             await eventually(lambda: resumed.replica.sequences == [114], what="live entries on the restarted one")
             assert resumed.replica.handshake.mode == rpb.SYNC_MODE_DELTA  # type: ignore[union-attr]

@@ -27,9 +27,12 @@ async def test_full_then_delta_by_sequence_then_delta_by_position_on_another_ins
     await stream.publish(batches.baseline([row(i) for i in range(1, 21)], chunk_rows=8))
     async with fanout_instance(tmp_path, nats_url, unique_name, name="a") as a, \
             fanout_instance(tmp_path, nats_url, unique_name, name="b") as b:
-        fresh = follow(a.channel, client_id="app-1")
+        fresh = follow(a.channel, client_id="app-1", identify_instance=True)
         await eventually(lambda: fresh.replica.snapshot_done, what="the fresh client's snapshot")
         assert fresh.replica.handshake is not None and fresh.replica.handshake.mode == FULL
+        issued_by = {"last_known_instance_id": fresh.replica.handshake.instance_id,
+                     "last_known_journal_epoch": fresh.replica.handshake.journal_epoch}
+        assert all(issued_by.values()), "instance a names itself and its journal epoch"
         await stream.publish(batches.transaction(update(row(1, "one")), insert(row(21))))
         await eventually(lambda: fresh.replica.sequences == [21, 22], what="two live entries")
         fresh.cancel()
@@ -38,7 +41,7 @@ async def test_full_then_delta_by_sequence_then_delta_by_position_on_another_ins
         last_position = entries[-1].source_position
 
         await stream.publish(batches.transaction(delete({"id": 2}), update(row(3, "three"))))
-        again = follow(a.channel, client_id="app-1", last_known_sequence=last_sequence)
+        again = follow(a.channel, client_id="app-1", last_known_sequence=last_sequence, **issued_by)
         await eventually(lambda: again.replica.sequences == [23, 24], what="the delta after the last sequence")
         assert again.replica.handshake.mode == DELTA and again.replica.snapshot_rows == 0  # type: ignore[union-attr]
 

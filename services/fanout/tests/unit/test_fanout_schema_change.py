@@ -44,7 +44,7 @@ async def test_column_change_on_an_ordinary_batch_and_a_schema_change_batch(make
     await eventually(lambda: len(live.schema_changes) == 2, what="the SCHEMA_CHANGE batch's notification")
     assert live.schema_changes[1].sequence == 3 and len(live.schema_changes[1].new_columns) == 3
 
-    delta, _ = world.sync(client_id="delta", last_known_sequence=1)
+    delta, _ = world.sync(client_id="delta", last_known_sequence=1, **world.issued_here())
     fresh, _ = world.sync(client_id="fresh")
     await eventually(lambda: delta.sequences == [2, 3] and len(delta.schema_changes) == 2, what="the delta catch-up")
     assert kinds(delta.messages) == ["handshake", "journal_entry", "schema_change", "journal_entry", "schema_change"]

@@ -116,7 +116,7 @@ async def test_delta_by_sequence_and_by_source_position(make_world: MakeWorld) -
     world = started(make_world, rows=3)
     world.publish(world.batches.transaction(insert(row(4))), world.batches.transaction(insert(row(5))))
     await eventually(lambda: world.replica.journal.current_sequence == 5, what="5 entries")
-    by_sequence, _ = world.sync(last_known_sequence=3)
+    by_sequence, _ = world.sync(last_known_sequence=3, **world.issued_here())
     entry_4 = world.replica.journal.entries_after(3, 1)[0]
     by_position, _ = world.sync(last_known_source_position=str(entry_4.position))
     await eventually(lambda: by_sequence.sequences == [4, 5], what="entries after 3")

@@ -90,7 +90,7 @@ async def test_filtered_client_sees_its_partition_and_rows_leaving_it(make_world
     await eventually(lambda: world.replica.ready, what="the table ready")
     world.publish(world.batches.transaction(update(row(2, "keep"))))  # 2 joins before the client connects
     await eventually(lambda: world.replica.journal.current_sequence == 7, what="the catch-up entry")
-    client, _ = world.sync(last_known_sequence=6, client_id="keeper",
+    client, _ = world.sync(last_known_sequence=6, client_id="keeper", **world.issued_here(),
                            filters=(FieldPredicate("name", EQ, "keep"),))
     await eventually(lambda: client.handshake is not None and 2 in client.rows, what="2 from the catch-up")
     assert client.handshake.mode == rpb.SYNC_MODE_DELTA

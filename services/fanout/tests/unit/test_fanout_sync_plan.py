@@ -1,4 +1,5 @@
-"""choose_sync_mode: the specification's priority order, as a table."""
+"""choose_sync_mode: the specification's priority order, with sequences honoured only by the journal that issued
+them, as a table."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from typing import NamedTuple
 
 import pytest
 
-from laredo_fanout.domain.sync_plan import RetainedSnapshot, SyncMode, choose_sync_mode
+from laredo_fanout.domain.sync_plan import JournalIdentity, RetainedSnapshot, SyncMode, choose_sync_mode
 
 FULL, DELTA, FROM_SNAPSHOT = SyncMode.FULL_SNAPSHOT, SyncMode.DELTA, SyncMode.DELTA_FROM_SNAPSHOT
+JOURNAL = JournalIdentity("fanout-a", "e1")  # the journal deciding, in every case
 
 
 class Case(NamedTuple):
@@ -20,7 +22,11 @@ class Case(NamedTuple):
     snapshot: RetainedSnapshot | None
     mode: SyncMode
     resume_from: int
+    issuer: JournalIdentity | None = JOURNAL  # who the client says issued its sequence
 
+
+OTHER_INSTANCE = JournalIdentity("fanout-b", "e1")
+RESTARTED = JournalIdentity("fanout-a", "e0")  # this instance, before its journal started again
 
 CASES = [
     Case("fresh client", 0, None, 1, 50, None, FULL, 50),
@@ -62,15 +68,54 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+# A sequence is another journal's numbering unless the client proves otherwise: through a load balancer it
+# lands on an instance whose sequence N is a different change, so a DELTA after it would skip or repeat changes.
+FOREIGN = [
+    Case("another instance's sequence, position uncovered", 20, None, 5, 50, None, FULL, 50, OTHER_INSTANCE),
+    Case("another instance's sequence, position covered", 20, 33, 5, 50, None, DELTA, 33, OTHER_INSTANCE),
+    Case("another instance's sequence falls to a retained snapshot", 20, None, 5, 50, RetainedSnapshot("s", 30),
+         FROM_SNAPSHOT, 30, OTHER_INSTANCE),
+    Case("this instance before a restart: a new epoch", 20, None, 5, 50, None, FULL, 50, RESTARTED),
+    Case("this instance before a restart, position covered", 20, 41, 5, 50, None, DELTA, 41, RESTARTED),
+    Case("a sequence that names no journal", 20, None, 5, 50, None, FULL, 50, None),
+    Case("a sequence that names no journal, position covered", 20, 25, 5, 50, None, DELTA, 25, None),
+    Case("an instance without an epoch", 20, None, 5, 50, None, FULL, 50, JournalIdentity("fanout-a", "")),
+    # The client holds both: everything up to its position, and this journal's entries up to its sequence.
+    Case("this journal's sequence ahead of a covered position", 20, 18, 5, 50, None, DELTA, 20),
+    Case("a covered position ahead of this journal's sequence", 20, 26, 5, 50, None, DELTA, 26),
+    Case("this journal's sequence pruned, position covered", 3, 7, 5, 50, None, DELTA, 7),
+]
+
+
+@pytest.mark.parametrize("case", CASES + FOREIGN, ids=[c.name for c in CASES + FOREIGN])
 def test_choose_sync_mode(case: Case) -> None:
     plan = choose_sync_mode(
         last_known_sequence=case.last_known_sequence, position_resume_sequence=case.position_resume,
         first_retained_sequence=case.first_retained, current_sequence=case.current,
-        retained_snapshot=case.snapshot,
+        retained_snapshot=case.snapshot, sequence_issuer=case.issuer, journal=JOURNAL,
     )
     assert (plan.mode, plan.resume_from_sequence) == (case.mode, case.resume_from)
     assert plan.snapshot_id == ("s" if case.mode is FROM_SNAPSHOT else "")
     assert plan.reason
     if case.snapshot is not None and case.mode is FULL:
         assert "no longer covers the source position of snapshot s" in plan.reason
+
+
+@pytest.mark.parametrize(("issuer", "reason"), [
+    (OTHER_INSTANCE, "sequence 20 was issued by instance fanout-b epoch e1, not by this journal"),
+    (RESTARTED, "sequence 20 was issued by instance fanout-a epoch e0, not by this journal"),
+    (None, "sequence 20 names no instance and journal epoch, and no position is covered"),
+    (JOURNAL, "sequence 3 is no longer in the journal"),
+])
+def test_a_refused_sequence_says_why(issuer: JournalIdentity | None, reason: str) -> None:
+    sequence = 3 if issuer == JOURNAL else 20
+    plan = choose_sync_mode(last_known_sequence=sequence, position_resume_sequence=None, first_retained_sequence=5,
+                            current_sequence=50, sequence_issuer=issuer, journal=JOURNAL)
+    assert (plan.mode, plan.reason) == (FULL, reason)
+
+
+def test_a_journal_without_identity_honours_no_sequence() -> None:
+    unnamed = JournalIdentity("", "")
+    plan = choose_sync_mode(last_known_sequence=20, position_resume_sequence=None, first_retained_sequence=5,
+                            current_sequence=50, sequence_issuer=unnamed, journal=unnamed)
+    assert plan.mode is FULL

@@ -25,7 +25,7 @@ SYNC_MODE_DELTA_FROM_SNAPSHOT: SyncMode
 SYNC_MODE_REPLAY_ARCHIVE: SyncMode
 
 class SyncRequest(_message.Message):
-    __slots__ = ("schema", "table", "last_known_sequence", "last_snapshot_id", "client_id", "last_known_source_position", "filters", "max_batch_size")
+    __slots__ = ("schema", "table", "last_known_sequence", "last_snapshot_id", "client_id", "last_known_source_position", "filters", "max_batch_size", "identify_instance", "last_known_instance_id", "last_known_journal_epoch")
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
     LAST_KNOWN_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,9 @@ class SyncRequest(_message.Message):
     LAST_KNOWN_SOURCE_POSITION_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    IDENTIFY_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_JOURNAL_EPOCH_FIELD_NUMBER: _ClassVar[int]
     schema: str
     table: str
     last_known_sequence: int
@@ -42,7 +45,10 @@ class SyncRequest(_message.Message):
     last_known_source_position: str
     filters: _containers.RepeatedCompositeFieldContainer[FieldPredicate]
     max_batch_size: int
-    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., last_known_sequence: _Optional[int] = ..., last_snapshot_id: _Optional[str] = ..., client_id: _Optional[str] = ..., last_known_source_position: _Optional[str] = ..., filters: _Optional[_Iterable[_Union[FieldPredicate, _Mapping]]] = ..., max_batch_size: _Optional[int] = ...) -> None: ...
+    identify_instance: bool
+    last_known_instance_id: str
+    last_known_journal_epoch: str
+    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., last_known_sequence: _Optional[int] = ..., last_snapshot_id: _Optional[str] = ..., client_id: _Optional[str] = ..., last_known_source_position: _Optional[str] = ..., filters: _Optional[_Iterable[_Union[FieldPredicate, _Mapping]]] = ..., max_batch_size: _Optional[int] = ..., identify_instance: _Optional[bool] = ..., last_known_instance_id: _Optional[str] = ..., last_known_journal_epoch: _Optional[str] = ...) -> None: ...
 
 class FieldPredicate(_message.Message):
     __slots__ = ("field", "equals", "prefix")
@@ -88,20 +94,24 @@ class GoAway(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., drain_deadline_unix_ms: _Optional[int] = ...) -> None: ...
 
 class SyncHandshake(_message.Message):
-    __slots__ = ("mode", "server_current_sequence", "journal_oldest_sequence", "resume_from_sequence", "columns", "snapshot_id")
+    __slots__ = ("mode", "server_current_sequence", "journal_oldest_sequence", "resume_from_sequence", "columns", "snapshot_id", "instance_id", "journal_epoch")
     MODE_FIELD_NUMBER: _ClassVar[int]
     SERVER_CURRENT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_OLDEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     RESUME_FROM_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_EPOCH_FIELD_NUMBER: _ClassVar[int]
     mode: SyncMode
     server_current_sequence: int
     journal_oldest_sequence: int
     resume_from_sequence: int
     columns: _containers.RepeatedCompositeFieldContainer[ColumnDefinition]
     snapshot_id: str
-    def __init__(self, mode: _Optional[_Union[SyncMode, str]] = ..., server_current_sequence: _Optional[int] = ..., journal_oldest_sequence: _Optional[int] = ..., resume_from_sequence: _Optional[int] = ..., columns: _Optional[_Iterable[_Union[ColumnDefinition, _Mapping]]] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
+    instance_id: str
+    journal_epoch: str
+    def __init__(self, mode: _Optional[_Union[SyncMode, str]] = ..., server_current_sequence: _Optional[int] = ..., journal_oldest_sequence: _Optional[int] = ..., resume_from_sequence: _Optional[int] = ..., columns: _Optional[_Iterable[_Union[ColumnDefinition, _Mapping]]] = ..., snapshot_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., journal_epoch: _Optional[str] = ...) -> None: ...
 
 class SnapshotBegin(_message.Message):
     __slots__ = ("snapshot_id", "sequence", "row_count", "source_position")

@@ -88,10 +88,12 @@ class ProtobufSyncEncoder:
 
     def handshake(self, plan: SyncPlan, *, current_sequence: int, oldest_sequence: int,
                   columns: Sequence[ColumnInfo]) -> bytes:
+        identity = plan.identity  # an extension: only for clients that asked (None otherwise)
         return pb.SyncResponse(handshake=pb.SyncHandshake(
             mode=_MODES[plan.mode], server_current_sequence=current_sequence,
             journal_oldest_sequence=oldest_sequence, resume_from_sequence=plan.resume_from_sequence,
             columns=column_definitions(tuple(columns)), snapshot_id=plan.snapshot_id,
+            instance_id=identity.instance_id if identity else "", journal_epoch=identity.epoch if identity else "",
         )).SerializeToString()
 
     def snapshot_begin(self, *, snapshot_id: str, sequence: int, row_count: int, position: str) -> bytes:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from laredo_core.position import Position, PositionError
 
@@ -29,7 +29,7 @@ from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.domain.errors import TargetDrained
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.subscription_filter import FieldPredicate, SubscriptionFilter
-from laredo_fanout.domain.sync_plan import RetainedSnapshot, SyncMode, SyncPlan, choose_sync_mode
+from laredo_fanout.domain.sync_plan import JournalIdentity, RetainedSnapshot, SyncMode, SyncPlan, choose_sync_mode
 from laredo_fanout.ports import Clock, Observer, SyncEncoder
 
 log = logging.getLogger(__name__)
@@ -53,13 +53,17 @@ class SyncRequestInfo:
     last_known_source_position: str = ""
     max_batch_size: int = 0  # > 1 opts into snapshot_rows / journal_batch messages
     filters: tuple[FieldPredicate, ...] = ()
+    identify_instance: bool = False  # name the instance and journal epoch in the handshake
+    last_known_instance_id: str = ""  # who issued last_known_sequence (the handshake's instance_id)
+    last_known_journal_epoch: str = ""
 
 
 class SyncSession:
     def __init__(self, replica: TableReplica, request: SyncRequestInfo, *, encoder: SyncEncoder, clock: Clock,
                  observer: Observer, subscription: SubscriptionFilter | None = None,
-                 find_snapshot: SnapshotLookup | None = None) -> None:
+                 find_snapshot: SnapshotLookup | None = None, instance_id: str = "") -> None:
         self._replica = replica
+        self._instance_id = instance_id  # with the journal's epoch, who numbers this session's sequences
         self._request = request
         self._encoder = encoder
         self._clock = clock
@@ -125,15 +129,19 @@ class SyncSession:
 
     def _plan(self, retained: SnapshotManifest | None) -> tuple[SyncPlan, SnapshotCopy | None]:
         """Choose the mode and, for a full snapshot, copy the rows at the current sequence: no await here."""
-        replica = self._replica
+        replica, request = self._replica, self._request
         journal = replica.journal
         plan = choose_sync_mode(
-            last_known_sequence=self._request.last_known_sequence,
+            last_known_sequence=request.last_known_sequence,
             position_resume_sequence=self._resume_after(self._request.last_known_source_position, "client"),
             first_retained_sequence=journal.first_retained_sequence,
             current_sequence=journal.current_sequence,
             retained_snapshot=self._retained(retained),
+            sequence_issuer=JournalIdentity(request.last_known_instance_id, request.last_known_journal_epoch),
+            journal=(identity := JournalIdentity(self._instance_id, journal.epoch)),
         )
+        if request.identify_instance or request.last_known_instance_id:
+            plan = replace(plan, identity=identity)
         if plan.mode is not SyncMode.FULL_SNAPSHOT:
             return plan, None
         position = replica.applied_position

@@ -54,8 +54,9 @@ class ReplicationStatus:
 
 class FanoutTargets:
     def __init__(self, replicas: Iterable[TableReplica], *, encoder: SyncEncoder, clock: Clock, observer: Observer,
-                 snapshots: Mapping[TableId, TableSnapshots] | None = None) -> None:
+                 snapshots: Mapping[TableId, TableSnapshots] | None = None, instance_id: str = "") -> None:
         self._replicas = {r.table: r for r in replicas}
+        self.instance_id = instance_id  # named in handshakes: sequences are only resumed where they were issued
         self._encoder = encoder
         self._clock = clock
         self._observer = observer
@@ -84,7 +85,8 @@ class FanoutTargets:
         snapshots = self.snapshots.get(replica.table)
         return SyncSession(replica, request, encoder=self._encoder, clock=self._clock, observer=self._observer,
                            subscription=self._subscription(replica, request),
-                           find_snapshot=snapshots.find if snapshots is not None else None)
+                           find_snapshot=snapshots.find if snapshots is not None else None,
+                           instance_id=self.instance_id)
 
     def _subscription(self, replica: TableReplica, request: SyncRequestInfo) -> SubscriptionFilter | None:
         if not request.filters:

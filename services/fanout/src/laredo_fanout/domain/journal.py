@@ -4,12 +4,15 @@ Invariants:
 - sequences start at 1 and every append takes exactly the next one: no gap, ever;
 - retained entries are a contiguous range [oldest, current]; pruning only removes from the old end;
 - pruning never removes an entry whose sequence is above the lowest pin;
-- entry positions never decrease, so "everything after position P" is a suffix of the journal.
+- entry positions never decrease, so "everything after position P" is a suffix of the journal;
+- `epoch` names this numbering: a new journal (a process start, a reset) gets a new one, so a sequence
+  issued under another epoch is never taken for one of ours.
 """
 
 from __future__ import annotations
 
 import bisect
+import secrets
 from collections import Counter
 from dataclasses import dataclass
 
@@ -50,9 +53,10 @@ class JournalEntry:
 class Journal:
     """Retains recent entries for catch-up; `max_age` 0 disables age pruning."""
 
-    def __init__(self, max_entries: int, max_age: float) -> None:
+    def __init__(self, max_entries: int, max_age: float, epoch: str = "") -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+        self.epoch = epoch or secrets.token_hex(8)  # unique per journal: sequences restart with a new one
         self._max_entries = max_entries
         self._max_age = max_age
         self._entries: list[JournalEntry] = []

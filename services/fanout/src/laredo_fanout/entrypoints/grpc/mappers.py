@@ -23,6 +23,9 @@ def sync_request(request: pb.SyncRequest) -> SyncRequestInfo:
         last_known_source_position=request.last_known_source_position,
         max_batch_size=request.max_batch_size,
         filters=tuple(field_predicate(p) for p in request.filters),
+        identify_instance=request.identify_instance,
+        last_known_instance_id=request.last_known_instance_id,
+        last_known_journal_epoch=request.last_known_journal_epoch,
     )
 
 
