@@ -258,7 +258,12 @@ async def test_every_status_configuration_and_administration_rpc_on_the_running_
                      what="consumers to equal the table after ResetSource")
     await eventually(streaming, timeout=30, what="everything to stream again after ResetSource")
 
-    drain = await system.oam("DrainReplication", oam_pb2.DrainReplicationRequest(drain_deadline_seconds=30))
+    # The only fan-out instance: a drain leaves the table without a ready instance, so it needs force.
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await system.oam("DrainReplication", oam_pb2.DrainReplicationRequest(drain_deadline_seconds=30))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.value.details()
+    drain = await system.oam("DrainReplication", oam_pb2.DrainReplicationRequest(drain_deadline_seconds=30,
+                                                                                 force=True))
     assert drain.accepted and drain.drained_targets == 1, drain
     await eventually(lambda: not system.services["fanout"].ready(), timeout=20,
                      what="the drained fan-out instance to report itself unready")

@@ -59,13 +59,21 @@ def _add_reset(commands: Registrar) -> None:
 
 def _add_drain(commands: Registrar) -> None:
     drain = commands.add(
-        "drain", help="hand fan-out clients over to other instances",
-        description="Send every running fan-out instance a drain: its Sync clients get a GoAway and move to "
-                    "another instance (resuming by position). One table, or every table without one. "
-                    "--deadline caps how long drained streams are still served. Exit code 1 when no "
-                    "instance drained. OAM RPC DrainReplication.",
-        examples=["laredo drain", "laredo drain public.users --deadline 30s"])
+        "drain", help="hand one fan-out instance's clients over to other instances",
+        description="Drain one fan-out instance (--instance, its id as `laredo status` reports it): its Sync "
+                    "clients get a GoAway and move to another instance (resuming by position). One table, or "
+                    "every table of the instance without one. OAM refuses to drain the last ready instance of "
+                    "a table (its clients would have nowhere to go) unless --force; without --instance every "
+                    "instance serving the table is drained, which therefore needs --force. --deadline caps how "
+                    "long drained streams are still served. Exit code 1 when no instance drained. OAM RPC "
+                    "DrainReplication.",
+        examples=["laredo drain --instance fanout-a", "laredo drain public.users --instance fanout-a --deadline 30s",
+                  "laredo drain --force"])
     drain.add_argument("table", nargs="?", type=table_name, metavar="SCHEMA.TABLE", help="only this table")
+    drain.add_argument("--instance", default="", metavar="ID",
+                       help="the fan-out instance to drain (default: every instance serving the table)")
+    drain.add_argument("--force", action="store_true",
+                       help="drain even the last ready instance of a table")
     drain.add_argument("--deadline", type=seconds, default=0, metavar="SECONDS",
                        help="serve drained streams at most this long (default: until clients leave)")
     drain.set_defaults(handler=run_drain)
@@ -117,8 +125,9 @@ def run_drain(ctx: Context) -> ExitCode | None:
     table = args.table
     answer = ctx.oam.call("DrainReplication", oam_pb2.DrainReplicationRequest(
         schema=table.schema if table else "", table=table.table if table else "",
-        drain_deadline_seconds=math.ceil(args.deadline)))
-    scope = f"drain of {table}" if table else "drain of every table"
-    report(ctx, answer, answer.accepted, scope,
-           [answer.message, f"fan-out targets drained: {answer.drained_targets}"])
+        drain_deadline_seconds=math.ceil(args.deadline), instance_id=args.instance, force=args.force))
+    where = f"instance {args.instance}" if args.instance else "every instance"
+    scope = f"drain of {table} on {where}" if table else f"drain of {where}"
+    drained = ", ".join(answer.drained_instances) or str(answer.drained_targets)
+    report(ctx, answer, answer.accepted, scope, [answer.message, f"fan-out instances drained: {drained}"])
     return None

@@ -355,8 +355,15 @@ async def test_administration_answers(oam: FakeOamServer) -> None:
     assert (paused.code, paused.out) == (0, "state: PAUSED\n")
     assert oam.servicer.requests_of("PauseSync")[0].source_id == "pg"
     oam.servicer.responses["DrainReplication"] = oam_pb2.DrainReplicationResponse(
-        accepted=True, message="fanout:f1: succeeded", drained_targets=1)
-    drained = await laredo(oam, "drain", "users", "--deadline", "1.5s", "--json")
-    assert drained.json() == {"accepted": True, "message": "fanout:f1: succeeded", "drained_targets": 1}
+        accepted=True, message="fanout:f1: succeeded", drained_targets=1, drained_instances=["f1"])
+    drained = await laredo(oam, "drain", "users", "--instance", "f1", "--deadline", "1.5s", "--json")
+    assert drained.json() == {"accepted": True, "message": "fanout:f1: succeeded", "drained_targets": 1,
+                              "drained_instances": ["f1"]}
     request = oam.servicer.requests_of("DrainReplication")[0]
-    assert (request.schema, request.table, request.drain_deadline_seconds) == ("public", "users", 2)
+    assert (request.schema, request.table, request.drain_deadline_seconds, request.instance_id, request.force) == (
+        "public", "users", 2, "f1", False)
+    drained = await laredo(oam, "drain", "--instance", "f1", "--force")
+    assert drained.out == ("drain of instance f1: accepted\n  fanout:f1: succeeded\n"
+                           "  fan-out instances drained: f1\n"), drained
+    request = oam.servicer.requests_of("DrainReplication")[1]
+    assert (request.table, request.instance_id, request.force) == ("", "f1", True)

@@ -91,6 +91,8 @@ def test_commands_and_their_arguments() -> None:
     assert parse("snapshots", "create", "a", "--meta", "k=v=w", "--meta", "x=").meta == [("k", "v=w"), ("x", "")]
     assert parse("reset", "pg", "--confirm").yes and parse("reset", "pg", "-y").yes
     assert parse("drain", "--deadline", "1m").deadline == 60.0
+    drain = parse("drain", "public.users", "--instance", "fanout-a", "--force")
+    assert (drain.table, drain.instance, drain.force) == (TableName("public", "users"), "fanout-a", True)
     assert parse("replay", "start", "snap", "--speed", "10x").speed == "10x"
 
 

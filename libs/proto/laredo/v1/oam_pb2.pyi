@@ -361,24 +361,30 @@ class ResetSourceResponse(_message.Message):
     def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class DrainReplicationRequest(_message.Message):
-    __slots__ = ("schema", "table", "drain_deadline_seconds")
+    __slots__ = ("schema", "table", "drain_deadline_seconds", "instance_id", "force")
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     schema: str
     table: str
     drain_deadline_seconds: int
-    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., drain_deadline_seconds: _Optional[int] = ...) -> None: ...
+    instance_id: str
+    force: bool
+    def __init__(self, schema: _Optional[str] = ..., table: _Optional[str] = ..., drain_deadline_seconds: _Optional[int] = ..., instance_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class DrainReplicationResponse(_message.Message):
-    __slots__ = ("accepted", "message", "drained_targets")
+    __slots__ = ("accepted", "message", "drained_targets", "drained_instances")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     DRAINED_TARGETS_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_INSTANCES_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     message: str
     drained_targets: int
-    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., drained_targets: _Optional[int] = ...) -> None: ...
+    drained_instances: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., drained_targets: _Optional[int] = ..., drained_instances: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListTablesRequest(_message.Message):
     __slots__ = ()

@@ -85,13 +85,13 @@ async def test_oam_drain_command_through_redis(stream: Stream, nats_url: str, un
                                    fanout=", status_interval = 200ms") as instance:
             coordinator = instance.app.coordinator
             assert coordinator is not None
-            await asyncio.wait_for(coordinator.joined["fanout:*"].wait(), 10)
+            await asyncio.wait_for(coordinator.joined["fanout:fanout-1"].wait(), 10)
             client = follow(instance.channel, client_id="c")
             await eventually(lambda: client.replica.snapshot_done, what="the client's snapshot")
             assert await ready_status(instance.app.health_port) == 200
 
             deadline_ms = int((time.time() + 1.0) * 1000)
-            command_id = await operator.send_command("fanout:*", CommandKind.DRAIN,
+            command_id = await operator.send_command("fanout:fanout-1", CommandKind.DRAIN,
                                                      {"schema": "public", "table": "items",
                                                       "deadline_unix_ms": deadline_ms})
             result = await operator.command_result(command_id, timeout=10)

@@ -81,8 +81,16 @@ async def test_drain_and_snapshot_commands_from_the_coordination_store(make_worl
 
     await asyncio.wait_for(coordinator.joined["fanout:*"].wait(), 5)  # a broadcast reaches joined readers only
     deadline_ms = int((world.clock.now() + 60) * 1000)
-    drain_id = await store.send_command("fanout:*", CommandKind.DRAIN,
-                                        {"schema": "", "table": "", "deadline_unix_ms": deadline_ms})
+    everyone = await store.command_result(await store.send_command("fanout:*", CommandKind.DRAIN, {}), 5)
+    assert everyone is not None and everyone.status is CommandStatus.REJECTED
+    assert "names its instance" in everyone.message
+    other = await store.command_result(await store.send_command("fanout:fanout-a", CommandKind.DRAIN,
+                                                                {"instance_id": "fanout-b"}), 5)
+    assert other is not None and other.status is CommandStatus.REJECTED and "fanout-b, not to fanout-a" in other.message
+    assert world.replica.drain is None  # neither was addressed to this instance alone
+    drain_id = await store.send_command("fanout:fanout-a", CommandKind.DRAIN,
+                                        {"schema": "", "table": "", "deadline_unix_ms": deadline_ms,
+                                         "instance_id": "fanout-a"})
     drained = await store.command_result(drain_id, timeout=5)
     assert drained is not None and drained.status is CommandStatus.SUCCEEDED
     assert drained.details == {"tables": ["public.items"], "drain_deadline_unix_ms": deadline_ms}

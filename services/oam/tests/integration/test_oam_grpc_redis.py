@@ -118,9 +118,11 @@ async def test_administration_commands_reach_the_instances(oam_factory, redis_ur
             assert resumed.state == oam_pb2.SERVICE_STATE_STREAMING
             reset = await stub.ResetSource(oam_pb2.ResetSourceRequest(source_id="pg", confirm=True), timeout=10)
             assert reset.accepted and reset.details["i1"]["kind"] == "reset"
-            drain = await stub.DrainReplication(oam_pb2.DrainReplicationRequest(drain_deadline_seconds=5),
-                                                timeout=10)
-            assert drain.accepted and drain.drained_targets == 1
+            await expect_code(stub.DrainReplication(oam_pb2.DrainReplicationRequest(instance_id="f1"), timeout=10),
+                              grpc.StatusCode.FAILED_PRECONDITION, "no ready fan-out instance for public.users")
+            drain = await stub.DrainReplication(oam_pb2.DrainReplicationRequest(
+                drain_deadline_seconds=5, instance_id="f1", force=True), timeout=10)
+            assert drain.accepted and drain.drained_targets == 1 and list(drain.drained_instances) == ["f1"]
     assert [c.kind.value for c in ingest_seen] == ["reload", "reload", "pause", "resume", "reset"] * 2
     assert [dict(c.args) for c in ingest_seen[:2]] == [{"schema": "public", "table": "users"}, {}]
     assert [c.kind.value for c in fanout_seen] == ["drain", "drain"]

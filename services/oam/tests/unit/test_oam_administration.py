@@ -77,20 +77,34 @@ async def test_nobody_answering_times_out_with_a_clear_message(store: InMemoryCo
         await admin.pause("pg")
 
 
-async def test_drain_addresses_every_fanout_instance(store: InMemoryCoordinationStore,
-                                                     admin: Administration) -> None:
+async def test_drain_addresses_the_named_instance_and_keeps_one_ready(store: InMemoryCoordinationStore,
+                                                                        admin: Administration) -> None:
     assert not (await admin.drain("", "", 0)).accepted  # nobody to drain
-    await beat(store, "fanout", "f1", fanout_report({}))
-    await beat(store, "fanout", "f2", fanout_report({}))
+    await beat(store, "fanout", "f1", fanout_report({"public.users": {}}))
+    await beat(store, "fanout", "f2", fanout_report({"public.users": {}}))
     seen: list[Command] = []
     async with executing(store, "fanout:f1", "f1", seen=seen), executing(store, "fanout:f2", "f2", seen=seen):
-        outcome = await admin.drain("public", "users", 30)
-    assert outcome.accepted and len(outcome.results) == 2
-    assert {c.target for c in seen} == {"fanout:f1", "fanout:f2"}
-    args = dict(seen[0].args)
-    assert (args["schema"], args["table"], args["deadline_unix_ms"] > 0) == ("public", "users", True)
+        outcome = await admin.drain("public", "users", 30, instance_id="f2")
+        assert outcome.accepted and len(outcome.results) == 1
+        assert [c.target for c in seen] == ["fanout:f2"]
+        args = dict(seen[0].args)
+        assert (args["schema"], args["table"], args["instance_id"], args["deadline_unix_ms"] > 0) == (
+            "public", "users", "f2", True)
+        await beat(store, "fanout", "f2", fanout_report({"public.users": {"draining": "admin"}}))
+        with pytest.raises(PreconditionFailed, match="instance f1 would leave no ready fan-out instance"):
+            await admin.drain("", "users", 0, instance_id="f1")
+        with pytest.raises(PreconditionFailed, match="a drain without an instance"):
+            await admin.drain("", "", 0)
+        assert len(seen) == 1  # refusals send nothing
+        forced = await admin.drain("", "", 0, force=True)
+    assert forced.accepted and forced.message.startswith("forced: no ready fan-out instance is left for public.users")
+    assert sorted(c.target for c in seen[1:]) == ["fanout:f1", "fanout:f2"]
     with pytest.raises(InvalidRequest, match="drain_deadline_seconds"):
         await admin.drain("", "", -1)
+    with pytest.raises(InvalidRequest, match="table is required"):
+        await admin.drain("public", "", 0)
+    with pytest.raises(NotFound, match="'f3' is not running"):
+        await admin.drain("", "", 0, instance_id="f3")
 
 
 async def test_store_unavailable_propagates(store: InMemoryCoordinationStore, admin: Administration) -> None:

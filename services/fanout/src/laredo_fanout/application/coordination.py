@@ -2,9 +2,10 @@
 
 Commands arrive for 'fanout:*' (every instance, each reading with its own group) and for
 'fanout:<instance_id>'; laredo_core.coordination.instance serves them, answers restores and replays with the
-instance's rebuilds and hands every other kind to this module. Executing one is idempotent by command id; its
-result is stored for the sender. Coordination never stops the data path: an unreachable store only delays
-commands and heartbeats.
+instance's rebuilds and hands every other kind to this module. A drain runs only when sent to this instance's
+own target: one sent to all would leave the clients of every instance nowhere to go. Executing a command is
+idempotent by command id; its result is stored for the sender. Coordination never stops the data path: an
+unreachable store only delays commands and heartbeats.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class FanoutCoordinator:
     async def _carry_out(self, command: Command) -> CommandAnswer:
         try:
             if command.kind is CommandKind.DRAIN:
-                return self._drain(command.args)
+                return self._drain(command)
             if command.kind is CommandKind.SNAPSHOT:
                 return await self._snapshot(command.args)
             if command.kind is CommandKind.REPLAY_DEAD_LETTERS and self._dead_letter_replay is not None:
@@ -69,7 +70,17 @@ class FanoutCoordinator:
         return (CommandStatus.REJECTED, f"fan-out does not execute {command.kind.value}; it executes drain, "
                 "snapshot, restore, replay and stop_replay", {})
 
-    def _drain(self, args: Mapping[str, Any]) -> tuple[CommandStatus, str, dict[str, Any]]:
+    def _drain(self, command: Command) -> tuple[CommandStatus, str, dict[str, Any]]:
+        """Drain this instance, only when sent to its own target (`fanout:<instance_id>`, whose args may name
+        it too): a drain sent to all (`fanout:*`) or naming another instance is rejected. OAM decides which
+        instance may drain, keeping one ready per table."""
+        args, own = command.args, self.instance.instance_id
+        named = str(args.get("instance_id") or "")
+        if named and named != own:
+            return CommandStatus.REJECTED, f"drain addressed to fan-out instance {named}, not to {own}", {}
+        if command.target != f"{SERVICE}:{own}":
+            return (CommandStatus.REJECTED, f"a drain names its instance: send it to {SERVICE}:<instance_id> "
+                    f"(this is {own}) or use OAM DrainReplication, which checks another instance stays ready", {})
         deadline = _deadline(args, self._clock.now())
         tables = self._targets.drain(str(args.get("schema") or ""), str(args.get("table") or ""), "admin", deadline)
         names = [str(t) for t in tables]

@@ -1,7 +1,8 @@
 """Administration use cases: send a command to the instances that carry it out and wait for their answer.
 
-Commands go to `ingest:<source_id>` (reload, pause, resume, reset) and `fanout:*` (drain). The wait is bounded
-by `command_timeout`; a command nobody answered in time may still run later (it is durable and idempotent).
+Commands go to `ingest:<source_id>` (reload, pause, resume, reset) and `fanout:<instance_id>` (drain). The
+wait is bounded by `command_timeout`; a command nobody answered in time may still run later (it is durable and
+idempotent).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from laredo_core.coordination.ports import CommandKind, CommandResult, CommandSt
 
 from laredo_oam.application.reports import Reports
 from laredo_oam.domain.catalog import Catalog, table_from_request
+from laredo_oam.domain.drain import plan_drain
 from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
 from laredo_oam.ports import CoordinationStore
-
-DRAIN_TARGET = "fanout:*"
-
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -69,23 +68,34 @@ class Administration:
         sources = await self._sources(source_id)
         return await self._to_sources(sources, CommandKind.RESET, {"drop_publication": drop_publication})
 
-    async def drain(self, schema: str, table: str, deadline_seconds: int) -> Outcome:
-        """Send every fan-out instance a drain (all its tables, or one) and count who drained."""
+    async def drain(self, schema: str, table: str, deadline_seconds: int, *, instance_id: str = "",
+                    force: bool = False) -> Outcome:
+        """Drain one fan-out instance (all its tables, or one), or without an instance every instance serving
+        the table; refused (PreconditionFailed) when a table would be left without a ready instance, unless
+        `force` (see laredo_oam.domain.drain)."""
         if deadline_seconds < 0:
             raise InvalidRequest(f"drain_deadline_seconds must be 0 (none) or positive, got {deadline_seconds}")
-        if table:
+        table_id = None
+        if table or schema:
             table_id = table_from_request(schema, table)
-            if not any(p.table == table_id and p.target_type == "replication-fanout" for p in self._catalog.pipelines()):
+            pipelines = self._catalog.pipelines()
+            if not any(p.table == table_id and p.target_type == "replication-fanout" for p in pipelines):
                 raise NotFound(f"no fan-out target exists for table {table_id}")
-            schema, table = table_id.schema, table_id.name
-        reports = await Reports.read(self._store)
-        instances = reports.of("fanout")
-        if not instances:
+        fanouts = (await Reports.read(self._store)).of("fanout")
+        if not fanouts:
             return Outcome(False, "no fan-out instance is running: nothing to drain")
+        plan = plan_drain(fanouts, table_id, instance_id.strip(), force=force)
+        if not plan.instances:
+            return Outcome(False, f"no running fan-out instance serves {table_id}: nothing to drain")
         deadline_ms = int((time.time() + deadline_seconds) * 1000) if deadline_seconds else 0
-        args = {"schema": schema, "table": table, "deadline_unix_ms": deadline_ms}
-        targets = [f"fanout:{i.instance_id}" for i in instances]
-        return await self._send_all([(t, CommandKind.DRAIN, args) for t in targets])
+        args = {"schema": table_id.schema if table_id else "", "table": table_id.name if table_id else "",
+                "deadline_unix_ms": deadline_ms}
+        outcome = await self._send_all([(f"fanout:{i}", CommandKind.DRAIN, {**args, "instance_id": i})
+                                        for i in plan.instances])
+        if not plan.stranded:
+            return outcome
+        warning = f"forced: no ready fan-out instance is left for {', '.join(plan.stranded)}"
+        return Outcome(outcome.accepted, f"{warning}; {outcome.message}", outcome.results)
 
     async def _sources(self, source_id: str) -> list[str]:
         """The named source (checked to exist) or, when empty, every known source."""

@@ -144,10 +144,11 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
     @mapped_errors
     async def DrainReplication(self, request: oam_pb2.DrainReplicationRequest,
                                context: Context) -> oam_pb2.DrainReplicationResponse:
-        outcome = await self._admin.drain(request.schema, request.table, request.drain_deadline_seconds)
-        drained = sum(1 for r in outcome.results if r.status is CommandStatus.SUCCEEDED)
+        outcome = await self._admin.drain(request.schema, request.table, request.drain_deadline_seconds,
+                                          instance_id=request.instance_id, force=request.force)
+        drained = [r.executed_by for r in outcome.results if r.status is CommandStatus.SUCCEEDED]
         return oam_pb2.DrainReplicationResponse(accepted=outcome.accepted, message=outcome.message,
-                                                drained_targets=drained)
+                                                drained_targets=len(drained), drained_instances=drained)
 
 
 def _succeeded(what: str, outcome: Outcome) -> None:
