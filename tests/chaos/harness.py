@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,7 +144,14 @@ class ChaosSystem:
                 closable.close()
         if self.pg.running:
             self.drop_slot()
+        if self.pg.log_path.exists():
+            shutil.copyfile(self.pg.log_path, self.pg_log)
         self.pg.close()
+
+    @property
+    def pg_log(self) -> Path:
+        """Where PostgreSQL's log is kept once the run is over (its cluster directory is removed)."""
+        return self.settings.work_dir / "postgres.log"
 
     def drop_slot(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:

@@ -59,7 +59,7 @@ class ProtocolChecker:
     modes: dict[str, int] = field(default_factory=dict)
     _generation: int = 0
     _streams: dict[str, _Stream] = field(default_factory=dict)
-    _highest_applied: PositionKey | None = None
+    _last_applied: PositionKey | None = None
 
     def rebind(self, applied_position: Callable[[], str]) -> None:
         """A new client instance of the same replica (restarted from its local snapshot)."""
@@ -133,11 +133,10 @@ class ProtocolChecker:
         key = position_key(self.applied_position())
         if key is None:
             return
-        if self._highest_applied is not None and key < self._highest_applied:
-            self._violate(stream, f"the replica's applied position moved back from {_text(self._highest_applied)} "
+        if self._last_applied is not None and key < self._last_applied:
+            self._violate(stream, f"the replica's applied position moved back from {_text(self._last_applied)} "
                                   f"to {_text(key)}")
-        if self._highest_applied is None or key > self._highest_applied:
-            self._highest_applied = key
+        self._last_applied = key
 
     def _violate(self, stream: str, what: str) -> None:
         self.count += 1

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 BACKOFF = BackoffPolicy(initial=0.05, maximum=1.0, jitter=0.5)
 CLIENT_READY = 120.0
 CLIENT_STEP = 90.0  # a restarted client must be ready within this
+LOAD_TAIL = 8.0  # seconds the writer goes on after the last step
 
 
 @dataclass
@@ -100,7 +101,7 @@ class ChaosRun:
         await asyncio.to_thread(create_table, system.dsn, str(system.table), random.Random(self.settings.seed))
         await asyncio.to_thread(system.start_services)
         self.report.logs = {name: s.log_path for name, s in system.services.items()}
-        self.report.logs["postgres"] = system.pg.log_path
+        self.report.logs["postgres"] = system.pg_log
         addresses = system.fanout_addresses
         self.proxies = {name: FaultProxy(addresses, name=name).start() for name in ("balancer", "stalling")}
         work = self.settings.work_dir
@@ -134,6 +135,8 @@ class ChaosRun:
             for exit_ in await asyncio.to_thread(system.supervise):
                 log.warning("%s exited by itself (%s); restarted", exit_.service, exit_.code)
             await self._step(step)
+        await asyncio.sleep(LOAD_TAIL)  # the last fault gets load behind it too
+        self._check_writer()
         self.writer.stop()
 
     def _check_writer(self) -> None:
