@@ -1,4 +1,8 @@
-"""Rows as clients see them: Struct bytes to dict, integer columns back to int, column metadata."""
+"""Rows as clients see them: Struct bytes to dict, integer columns back to int, column metadata.
+
+Every other value is what the server sent: numeric, money, interval and the like as PostgreSQL's text (a
+numeric 0.0000001 is the string "0.0000001", never 1E-7 or a float).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,10 @@ from laredo_client.wire_struct import StructDecoder, to_integer
 
 Row = dict[str, Any]
 ROW_CACHE_SIZE = 8192  # decoded rows kept by their bytes, per generation
-INTEGER_TYPES = frozenset({"int2", "int4", "int8", "oid", "xid", "smallint", "integer", "bigint"})
+#: Column types (the handshake's data_type) whose values are integers: Struct numbers are doubles and integers
+#: beyond 2**53 travel as decimal strings, so their values are turned back into int (array elements too).
+INTEGER_TYPES = frozenset({"int2", "int4", "int8", "oid", "xid", "smallint", "integer", "bigint",
+                           "_int2", "_int4", "_int8", "_oid", "_xid"})
 
 
 @dataclass(frozen=True, slots=True)

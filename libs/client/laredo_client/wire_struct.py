@@ -179,11 +179,14 @@ def is_integer_text(text: str) -> bool:
 
 
 def to_integer(value: Any) -> Any:
-    """An integer column's value: a whole number or a decimal string as int, anything else as it is."""
+    """An integer column's value: a whole number or a decimal string as int, an integer array's elements
+    likewise (nested lists too), anything else as it is."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str) and is_integer_text(value):
         return int(value)
+    if isinstance(value, list):
+        return [to_integer(v) for v in value]
     return value
 
 

@@ -3,7 +3,8 @@
 Mapping: bool, str, None as is; int as a number when exactly representable in a
 double (|v| <= 2**53), else as a decimal string; float as a number (NaN and
 infinities as the strings "NaN", "Infinity", "-Infinity"); Decimal as its exact
-string; bytes as base64 (the protobuf JSON convention); dates and times as ISO
+string in PostgreSQL's numeric text form (positional, never an exponent: 0.0000001, not
+1E-7; trailing zeros kept: 1.50); bytes as base64 (the protobuf JSON convention); dates and times as ISO
 8601 strings; JSON documents and arrays as nested values.
 """
 
@@ -28,7 +29,7 @@ def to_json_value(value: Any) -> Any:
             return value
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Decimal):
-        return str(value)
+        return numeric_text(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
@@ -38,6 +39,12 @@ def to_json_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): to_json_value(v) for k, v in value.items()}
     return str(value)
+
+
+def numeric_text(value: Decimal) -> str:
+    """PostgreSQL's text form of a numeric: every digit of the value at its scale, no exponent (str() of a
+    Decimal writes 1E-7 for 0.0000001). NaN and the infinities as PostgreSQL writes them."""
+    return format(value, "f")
 
 
 def row_to_json(row: dict[str, Any]) -> dict[str, Any]:

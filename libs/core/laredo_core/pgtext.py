@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from laredo_core.errors import ProtocolError
-from laredo_core.jsonvalue import to_json_value
+from laredo_core.jsonvalue import numeric_text, to_json_value
 
 Converter = Callable[[str], Any]
 #: Converts the raw text-form bytes of one value; the fast path of the stream codec.
@@ -210,7 +210,7 @@ def _float_json(raw: bytes) -> Any:
 
 
 def _numeric_json(raw: bytes) -> str:
-    return str(Decimal(raw.decode("utf-8")))
+    return numeric_text(Decimal(raw.decode("utf-8")))  # PostgreSQL's own text, checked to be a numeric
 
 
 def _bool_bytes(raw: bytes) -> bool:

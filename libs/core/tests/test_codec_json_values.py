@@ -20,6 +20,8 @@ SAMPLES: list[tuple[int, str, int, str]] = [  # (type oid, type name, base type 
     (20, "int8", 0, str(2**53)), (20, "int8", 0, str(2**53 + 1)), (21, "int2", 0, "-7"), (23, "int4", 0, "5"),
     (26, "oid", 0, "4294967295"), (700, "float4", 0, "1.5"), (701, "float8", 0, "NaN"),
     (701, "float8", 0, "-Infinity"), (701, "float8", 0, "1e308"), (1700, "numeric", 0, "0.0000001"),
+    (1700, "numeric", 0, "0.00000000000000000001"), (1700, "numeric", 0, "-0.000001"), (1700, "numeric", 0, "0.00"),
+    (1231, "_numeric", 0, "{0.0000001,NULL,1.50}"), (99995, "amount", 1700, "0.0000001"),
     (1700, "numeric", 0, "12345678901234567890.000000001"), (1700, "numeric", 0, "NaN"),
     (25, "text", 0, "héllo"), (1042, "bpchar", 0, "c  "), (17, "bytea", 0, "\\x00ff"),
     (114, "json", 0, '{"a": [1, 2.5, null, 9007199254740993]}'), (3802, "jsonb", 0, '{"b": true}'),
@@ -94,3 +96,15 @@ def test_random_values_give_the_same_result_or_the_same_error(sample: tuple[int,
         return
     row = decode_batch(data, json_values=json_values).changes[0].new
     assert row is not None and all(same(row[k], expected[k]) for k in expected)
+
+
+@pytest.mark.parametrize(("oid", "name", "base", "text", "json"), [
+    (1700, "numeric", 0, "0.0000001", "0.0000001"), (1700, "numeric", 0, "0.00000000000000000001",
+                                                     "0.00000000000000000001"),
+    (1231, "_numeric", 0, "{0.0000001,NULL,1.50}", ["0.0000001", None, "1.50"]),
+    (99995, "amount", 1700, "1.0000000", "1.0000000"),
+])
+def test_numeric_rows_carry_postgresql_text(oid: int, name: str, base: int, text: str, json: Any) -> None:
+    """What fan-out and dead letters hand to clients: PostgreSQL's numeric text, never 1E-7."""
+    assert decode_batch(one_column_batch(oid, name, base, text.encode()), json_values=True).changes[0].new == {
+        "k": 1, "v": json}

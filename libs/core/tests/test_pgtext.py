@@ -7,7 +7,7 @@ import pytest
 
 from laredo_core.errors import ProtocolError
 from laredo_core.jsonvalue import to_json_value
-from laredo_core.pgtext import convert_text, converter_for
+from laredo_core.pgtext import bytes_converter_for, convert_text, converter_for
 
 UTC = dt.timezone.utc
 
@@ -16,6 +16,7 @@ UTC = dt.timezone.utc
     (16, "t", True), (16, "f", False), (21, "-7", -7), (23, "2147483647", 2147483647),
     (20, "9223372036854775807", 9223372036854775807), (700, "1.5", 1.5), (701, "-Infinity", float("-inf")),
     (1700, "12345678901234567890.000000001", Decimal("12345678901234567890.000000001")),
+    (1700, "0.0000001", Decimal("0.0000001")),
     (25, "héllo", "héllo"), (1043, "v", "v"), (1042, "c  ", "c  "), (17, "\\x00ff", b"\x00\xff"),
     (114, '{"a": [1, 2.5, null]}', {"a": [1, 2.5, None]}), (3802, '{"b": true}', {"b": True}),
     (2950, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),
@@ -56,3 +57,34 @@ def test_bad_values_raise_protocol_error_naming_the_column() -> None:
 ])
 def test_json_mapping(value: object, json: object) -> None:
     assert to_json_value(value) == json
+
+
+#: numeric text as PostgreSQL writes it (never an exponent; its scale's trailing zeros kept).
+NUMERIC_TEXTS = ["0.0000001", "0." + "0" * 19 + "1", "-0.000001", "123456789012345678901234567890.123456789",
+                 "0.00", "0", "1.50", "100000", "1" * 131072, "0." + "0" * 16382 + "1", "NaN", "Infinity",
+                 "-Infinity", "-12345678901234567890"]
+
+
+@pytest.mark.parametrize("text", NUMERIC_TEXTS, ids=lambda t: t if len(t) < 40 else f"{t[:10]}...({len(t)})")
+def test_numeric_keeps_postgresql_text_form_for_clients(text: str) -> None:
+    """To what clients see (JSON, Struct), straight from the text and through the typed Decimal, it stays."""
+    assert bytes_converter_for(1700, "numeric", json_values=True)(text.encode()) == text
+    assert to_json_value(convert_text(converter_for(1700), text.encode(), "n")) == text
+    assert to_json_value([convert_text(converter_for(1700), text.encode(), "n")]) == [text]  # numeric[]
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (Decimal("1E-7"), "0.0000001"), (Decimal("1E+3"), "1000"), (Decimal("-0E-2"), "-0.00"),
+    (Decimal("sNaN"), "sNaN"), (Decimal("1.000E-10"), "0.0000000001000"),
+])
+def test_decimals_from_elsewhere_are_written_without_an_exponent(value: Decimal, text: str) -> None:
+    assert to_json_value(value) == text
+
+
+@pytest.mark.parametrize(("oid", "name", "text"), [
+    (790, "money", "$1,234.56"), (1186, "interval", "P1Y2M3DT4H5M6S"), (1186, "interval", "PT0.000001S"),
+    (20, "int8", "9007199254740993"), (20, "int8", "-9223372036854775808"),
+])
+def test_other_exact_types_keep_their_text_for_clients(oid: int, name: str, text: str) -> None:
+    assert bytes_converter_for(oid, name, json_values=True)(text.encode()) == text
+    assert to_json_value(convert_text(converter_for(oid, name), text.encode(), "c")) == text

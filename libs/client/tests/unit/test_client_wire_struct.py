@@ -102,11 +102,24 @@ def test_integer_text_is_what_int_reads_back(text: str, expected: bool) -> None:
 
 def test_integer_columns_become_int_where_they_hold_whole_numbers() -> None:
     data = encoded({"id": 7, "big": "123456789012345678901", "neg": "-12", "ratio": 1.5, "word": "12a",
-                    "plain": 3, "nested": [1]})
+                    "plain": 3, "nested": [1, [str(2**53 + 1), None]], "floats": [1]})
     row = decoded(data, frozenset({"id", "big", "neg", "ratio", "word", "nested"}))
     assert row == {"id": 7, "big": 123456789012345678901, "neg": -12, "ratio": 1.5, "word": "12a", "plain": 3.0,
-                   "nested": [1.0]}
-    assert type(row["id"]) is int and type(row["plain"]) is float
+                   "nested": [1, [2**53 + 1, None]], "floats": [1.0]}  # integer arrays: their elements too
+    assert type(row["id"]) is int and type(row["plain"]) is float and type(row["nested"][0]) is int
+
+
+def test_exact_text_values_come_back_as_the_server_sent_them() -> None:
+    """numeric, money, interval, and int8 arrays beyond 2**53, as PostgreSQL writes them."""
+    sent = {"id": 1, "n": "0.0000001", "tiny": "0." + "0" * 19 + "1", "nan": "NaN", "zero": "0.00",
+            "m": "$1,234.56", "i": "P1Y2M3DT4H5M6S", "ids": ["9007199254740993", 2.0]}
+    columns = [Column("id", "int8", True, 1), Column("n", "numeric"), Column("tiny", "numeric"),
+               Column("nan", "numeric"), Column("zero", "numeric"), Column("m", "money"), Column("i", "interval"),
+               Column("ids", "_int8")]
+    data = encoded(sent)
+    for row in (RowDecoder(columns).row(data, 0, len(data)), RowDecoder(columns).decode(
+            struct_pb2.Struct.FromString(data))):
+        assert row == {**sent, "ids": [9007199254740993, 2]}
 
 
 # -- layouts serializers do not write, but protobuf accepts --------------------------------------------------

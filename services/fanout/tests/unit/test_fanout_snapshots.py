@@ -76,7 +76,7 @@ async def test_restored_state_serves_the_same_bytes_and_continues_the_stream(mak
     await eventually(lambda: client.snapshot_done, what="a full snapshot from the restored state")
     values = client.rows[3.0]
     assert (values["amount"], values["at"], values["blob"], values["big"], values["small"]) == (
-        "3.50", "2026-11-22T13:45:01.500000+00:00", "AP8=", "9223372036854775807", "1E-7")
+        "3.50", "2026-11-22T13:45:01.500000+00:00", "AP8=", "9223372036854775807", "0.0000001")
     assert values["doc"] == {"a": [1.0, "9007199254740993"], "b": None} and values["day"] == "2026-01-02"
 
 
