@@ -2,10 +2,14 @@
 
 Invariants:
 - changes are applied by primary key, so applying one twice is harmless;
-- `cursor.source_position` is the highest source position applied (the watermark); a change at or below it is
-  already in the rows and is skipped, so two overlapping streams (a failover handoff) apply each change once
-  and a lagging stream never rolls a row back. Positions that do not parse as source positions are never
-  compared: such changes are always applied (at-least-once);
+- `cursor.source_position` is the highest source position applied (the watermark), and every change at or
+  below it is in the rows; a change at or below it is skipped, so two overlapping streams (a failover handoff)
+  merge strictly by position: each change is applied once and a lagging stream never rolls a row back.
+  Positions that do not parse as source positions are never compared: such changes are always applied
+  (at-least-once);
+- while streams overlap (`shared()`), a full snapshot behind the watermark is not installed over the rows (that
+  would move the watermark back while the other stream carries on past changes the snapshot lacks): its stream
+  applies it in a shadow copy until the copy reaches the watermark, or until it is the only stream left;
 - listeners fire once per applied change, after the rows changed, with the row as held before and after.
 """
 
@@ -42,12 +46,26 @@ class Action(enum.Enum):
 
 @dataclass
 class Cursor:
-    """How far the rows got. `sequence` is only meaningful on the server instance `server_id` named."""
+    """How far the rows got. `sequence` is only meaningful to the journal that issued it: the server instance
+    `server_id` names, in its journal epoch `journal_epoch` (both from the handshake; empty: unknown)."""
 
     sequence: int = 0
     source_position: str = ""
     snapshot_id: str = ""
     server_id: str = ""
+    journal_epoch: str = ""
+
+    def issued(self, sequence: int, server_id: str, journal_epoch: str) -> None:
+        """The rows hold every entry up to `sequence` of that instance's journal epoch."""
+        self.sequence, self.server_id, self.journal_epoch = sequence, server_id, journal_epoch
+
+    def forget_sequence(self) -> None:
+        self.issued(0, "", "")
+
+    @property
+    def resumable_sequence(self) -> bool:
+        """Whether a server can tell that `sequence` is its own: resume by it is then exact."""
+        return self.sequence > 0 and bool(self.server_id and self.journal_epoch)
 
 
 def position_key(text: str) -> PositionKey | None:
@@ -84,6 +102,23 @@ class ClientReplica:
         self._listeners: list[Listener] = []
         self._locked = False  # inside batch(), holding the rows' lock
         self.watermark: PositionKey | None = None  # the applied position, parsed; read-only outside
+        self._streams: dict[object, Callable[[], None]] = {}  # streams applying to the rows -> on_alone
+
+    # -- streams ----------------------------------------------------------------------------------------------
+
+    def attach(self, stream: object, on_alone: Callable[[], None]) -> None:
+        """A stream starts applying to the rows; `on_alone` is called when the others have detached."""
+        self._streams[stream] = on_alone
+
+    def detach(self, stream: object) -> None:
+        """A stream is gone (ended, failed or closed); a stream left alone hears so (idempotent)."""
+        if self._streams.pop(stream, None) is not None and len(self._streams) == 1:
+            for on_alone in list(self._streams.values()):
+                on_alone()
+
+    def shared(self) -> bool:
+        """Whether several streams apply to the rows right now (a handoff overlap)."""
+        return len(self._streams) > 1
 
     # -- listeners ------------------------------------------------------------------------------------------
 
@@ -208,6 +243,6 @@ class ClientReplica:
         """Load a saved local snapshot (before any stream)."""
         self.set_columns(columns)
         self.rows.replace_all(rows)
-        self.cursor = Cursor(cursor.sequence, "", cursor.snapshot_id, cursor.server_id)
+        self.cursor = Cursor(cursor.sequence, "", cursor.snapshot_id, cursor.server_id, cursor.journal_epoch)
         self.set_position(cursor.source_position)
         self.initialized = True

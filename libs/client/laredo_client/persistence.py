@@ -1,7 +1,8 @@
 """The local snapshot file: the client's rows and cursor saved on stop, loaded on start for a fast restart.
 
-Format (JSON, version 1): format, schema, table, filters, server_address, server_id, last_seq,
-last_source_position, snapshot_id, saved_at_unix_ms, key_columns, columns, rows.
+Format (JSON, version 1): format, schema, table, filters, server_address, server_id, journal_epoch (optional:
+absent in older files, whose last_seq is then never resumed from), last_seq, last_source_position, snapshot_id,
+saved_at_unix_ms, key_columns, columns, rows.
 Saving is atomic: a temporary file in the same directory is written, flushed to disk and renamed over the old
 one, so a crash mid-save leaves the previous snapshot intact. A missing or unusable file means "start fresh".
 """
@@ -47,6 +48,7 @@ def save_local_snapshot(path: Path, snapshot: LocalSnapshot) -> None:
     document = {
         "format": FORMAT_VERSION, "schema": snapshot.schema, "table": snapshot.table, "filters": snapshot.filters,
         "server_address": snapshot.server_address, "server_id": snapshot.cursor.server_id,
+        "journal_epoch": snapshot.cursor.journal_epoch,
         "last_seq": snapshot.cursor.sequence, "last_source_position": snapshot.cursor.source_position,
         "snapshot_id": snapshot.cursor.snapshot_id, "saved_at_unix_ms": int(time.time() * 1000),
         "key_columns": list(snapshot.key_columns), "columns": [c.to_json() for c in snapshot.columns],
@@ -110,7 +112,8 @@ def _parse(document: Any) -> LocalSnapshot:
         raise UnusableSnapshot("'rows' must be a list of objects")
     cursor = Cursor(sequence=_typed(document, "last_seq", int), source_position=_typed(document,
                     "last_source_position", str), snapshot_id=_typed(document, "snapshot_id", str),
-                    server_id=_typed(document, "server_id", str))
+                    server_id=_typed(document, "server_id", str),
+                    journal_epoch=_typed(document, "journal_epoch", str) if "journal_epoch" in document else "")
     columns = tuple(Column.from_json(c) for c in document["columns"])
     return LocalSnapshot(schema=_typed(document, "schema", str), table=_typed(document, "table", str),
                          filters=list(document["filters"]), server_address=_typed(document, "server_address", str),
@@ -131,5 +134,5 @@ def _check_matches(snapshot: LocalSnapshot, schema: str, table: str, filters: Se
     if snapshot.filters != list(filters):
         raise UnusableSnapshot(f"it was taken with filters {snapshot.filters}, this client uses {list(filters)}")
     cursor = snapshot.cursor
-    if not cursor.source_position and not cursor.snapshot_id and not (cursor.sequence and cursor.server_id):
+    if not cursor.source_position and not cursor.snapshot_id and not cursor.resumable_sequence:
         raise UnusableSnapshot("it records no source position, snapshot id or server sequence to resume from")

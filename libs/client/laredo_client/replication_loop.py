@@ -1,7 +1,10 @@
 """Keeps one primary Sync stream running: reconnects with backoff and hands off to a new stream on GoAway.
 
-- Every new stream resumes by the applied source position; by sequence too only when the cursor's sequence
-  comes from a server that named itself, and the stream checks it reached that same server.
+- Every new stream asks the server to name its instance and journal epoch, and resumes by the applied source
+  position; a reconnect (not a handoff, which moves elsewhere by design) also sends the cursor's sequence with
+  the instance and epoch that issued it: the server resumes after it only if it issued it (exact even for
+  entries that share or lack a source position), else by position. A server that does not name itself cannot
+  tell, so its stream is refused unapplied (ServerChanged) and the client resumes by position only.
 - A clean end of stream, 30 s of silence, a sequence gap or a retryable status: reconnect after a backoff
   delay (exponential with jitter; reset once a stream caught up). A status that retrying cannot fix
   (bad table or filter, unknown service) stops the client with ClientFailed.
@@ -104,8 +107,7 @@ class ReplicationLoop:
     def _open(self, *, with_sequence: bool, primary: bool) -> SyncStream:
         name = f"{self._options.schema}.{self._options.table}#{next(self._numbers)}"
         stream = SyncStream(self._options, self._replica, self._request(with_sequence), name=name,
-                            stats=self._stats, on_caught_up=self._caught_up, primary=primary,
-                            expected_server_id=self._replica.cursor.server_id)
+                            stats=self._stats, on_caught_up=self._caught_up, primary=primary)
         self._streams.add(stream)
         stream.start().add_done_callback(lambda task: self._forget(stream, task))
         return stream
@@ -118,13 +120,15 @@ class ReplicationLoop:
     def _request(self, with_sequence: bool) -> pb.SyncRequest:
         options, replica, cursor = self._options, self._replica, self._replica.cursor
         request = pb.SyncRequest(schema=options.schema, table=options.table, client_id=options.client_id,
-                                 max_batch_size=options.max_batch_size,
+                                 max_batch_size=options.max_batch_size, identify_instance=True,
                                  filters=[filter_to_proto(f) for f in options.filters])
         if replica.initialized:
             request.last_known_source_position = cursor.source_position
             request.last_snapshot_id = cursor.snapshot_id
-            if with_sequence and cursor.server_id and cursor.sequence > 0:
+            if with_sequence and cursor.resumable_sequence:
                 request.last_known_sequence = cursor.sequence
+                request.last_known_instance_id = cursor.server_id
+                request.last_known_journal_epoch = cursor.journal_epoch
         return request
 
     def _caught_up(self, stream: SyncStream) -> None:
@@ -138,7 +142,7 @@ class ReplicationLoop:
         error = _outcome(stream)
         if isinstance(error, ServerChanged):
             log.info("%s; resuming by source position only", error)
-            self._replica.cursor.sequence, self._replica.cursor.server_id = 0, ""
+            self._replica.cursor.forget_sequence()
             self._delay = 0.0
             return
         self._check_fatal(stream, error)

@@ -1,7 +1,10 @@
 """Applies one Sync stream's messages to the ClientReplica: stream grammar, sequences, snapshot staging, readiness.
 
 Per stream: the handshake comes first; a snapshot (SnapshotBegin, rows, SnapshotEnd) is staged aside and
-installed whole at its end, so the rows stay usable (and an overlapping stream keeps applying) meanwhile;
+installed whole at its end, so the rows stay usable (and an overlapping stream keeps applying) meanwhile; a
+snapshot that ends behind the rows' watermark while another stream applies goes to a shadow copy instead, which
+this stream's entries advance until it reaches the watermark (or the other streams are gone) and replaces the
+rows whole: the rows' position never moves back, and no change is skipped (ClientReplica's invariants);
 journal sequences are contiguous (they may skip under subscription filters, since the server does not send
 filtered-out entries); the stream is caught up once its applied sequence reaches the handshake's
 server_current_sequence, or at the first heartbeat (servers send heartbeats only to live streams).
@@ -56,8 +59,9 @@ class StreamApplier:
         self.go_away_reason = ""
         self.caught_up = asyncio.Event()
         self.handshake: pb.SyncHandshake | None = None
-        self.server_id = ""
-        self.applied_sequence: int | None = None  # the last sequence whose changes are in the rows
+        self.server_id = ""  # the instance and journal epoch that number this stream's sequences (handshake)
+        self.journal_epoch = ""
+        self.applied_sequence: int | None = None  # the last sequence whose changes are in the rows (or shadow)
         self._on_caught_up = on_caught_up
         self._decoder = shared_row_decoder(replica.columns)
         self._next_sequence = 0
@@ -66,15 +70,22 @@ class StreamApplier:
         self._snapshot_begin: pb.SnapshotBegin | None = None
         self._stream_position: PositionKey | None = None  # the last source position this stream delivered
         self._dedupe = True  # off for REPLAY_ARCHIVE, whose entries may share one position
+        self._shadow: ClientReplica | None = None  # a snapshot behind the rows, with this stream's entries since
+        replica.attach(self, self._adopt_shadow)
+
+    def detach(self) -> None:
+        """The stream is gone: it applies nothing more, and a stream left alone may install its shadow."""
+        self.replica.detach(self)
 
     def promote(self) -> None:
-        """Make this the stream whose sequence the cursor records (none yet while its snapshot is staged)."""
+        """Make this the stream whose sequence the cursor records (none yet while its snapshot is staged); a
+        shadow copy replaces the rows now: this stream owns them from here on."""
         self.primary = True
-        cursor = self.replica.cursor
+        self._adopt_shadow()
         if self.applied_sequence is None:
-            cursor.sequence, cursor.server_id = 0, ""
+            self.replica.cursor.forget_sequence()
         else:
-            cursor.sequence, cursor.server_id = self.applied_sequence, self.server_id
+            self.replica.cursor.issued(self.applied_sequence, self.server_id, self.journal_epoch)
 
     # -- messages -------------------------------------------------------------------------------------------
 
@@ -125,7 +136,7 @@ class StreamApplier:
         elif kind == "snapshot_end":
             self._on_snapshot_end(message.snapshot_end)
         elif kind == "heartbeat":
-            if self._staging is None and self.applied_sequence is not None:
+            if self._staging is None and self._shadow is None and self.applied_sequence is not None:
                 self._mark_caught_up()  # a live stream: every entry the server had for us was sent
         elif kind == "schema_change":
             self._set_columns(message.schema_change.new_columns)
@@ -136,6 +147,7 @@ class StreamApplier:
         if self.handshake is not None:
             raise ProtocolViolation(f"{self.name}: a second handshake arrived")
         self.handshake = handshake
+        self.server_id, self.journal_epoch = handshake.instance_id, handshake.journal_epoch
         mode = mode_name(handshake.mode)
         self.stats.record_handshake(mode)
         self._set_columns(handshake.columns)
@@ -155,6 +167,8 @@ class StreamApplier:
         if definitions:
             columns = [Column.from_proto(d) for d in definitions]
             self.replica.set_columns(columns)
+            if self._shadow is not None:
+                self._shadow.set_columns(columns)
             self._decoder = shared_row_decoder(columns)
 
     def _staged(self) -> list[Row]:
@@ -174,9 +188,17 @@ class StreamApplier:
             log.warning("%s: snapshot %s announced %d rows but %d arrived", self.name, begin.snapshot_id,
                         end.rows_sent, len(rows))
         position = end.source_position or begin.source_position
-        self.replica.install_snapshot(rows, position=position, snapshot_id=begin.snapshot_id)
-        log.info("%s: full snapshot %s installed: %d rows at sequence %d, source position %s", self.name,
-                 begin.snapshot_id, len(rows), end.sequence, position or "(none)")
+        if self._behind_another_stream(position):
+            self._shadow = ClientReplica()
+            self._shadow.set_columns(self.replica.columns)
+            self._shadow.install_snapshot(rows, position=position, snapshot_id=begin.snapshot_id)
+            log.info("%s: full snapshot %s at source position %s is behind the rows (%s) another stream applies; "
+                     "it catches up in a shadow copy before it replaces them", self.name, begin.snapshot_id,
+                     position, self.replica.cursor.source_position)
+        else:
+            self.replica.install_snapshot(rows, position=position, snapshot_id=begin.snapshot_id)
+            log.info("%s: full snapshot %s installed: %d rows at sequence %d, source position %s", self.name,
+                     begin.snapshot_id, len(rows), end.sequence, position or "(none)")
         self._staging, self._snapshot_begin = None, None
         self._stream_position = position_key(position)
         self._advance_sequence(end.sequence)
@@ -190,7 +212,7 @@ class StreamApplier:
         a later one fails."""
         if self._staging is not None:
             raise ProtocolViolation(f"{self.name}: journal entries inside a snapshot")
-        replica, decoder, dedupe = self.replica, self._decoder, self._dedupe
+        replica, decoder, dedupe = self._shadow or self.replica, self._decoder, self._dedupe
         key_names = frozenset(replica.rows.key_columns)  # all an old row is needed for
         handled: int | None = None
         applied = skipped = 0
@@ -226,7 +248,32 @@ class StreamApplier:
                 stats = self.stats
                 stats.entries_applied += applied
                 stats.entries_skipped += skipped
+                if self._shadow is not None and self._shadow_caught_up():
+                    self._adopt_shadow()
                 self._advance_sequence(handled)
+
+    def _behind_another_stream(self, position: str) -> bool:
+        """Whether a full snapshot at `position` would move the rows back while another stream applies."""
+        key, watermark = position_key(position), self.replica.watermark
+        return self.replica.shared() and key is not None and watermark is not None and key < watermark
+
+    def _shadow_caught_up(self) -> bool:
+        shadow, watermark = self._shadow, self.replica.watermark
+        return shadow is not None and (watermark is None or (shadow.watermark is not None
+                                                             and shadow.watermark >= watermark))
+
+    def _adopt_shadow(self) -> None:
+        """The shadow copy replaces the rows: it reached their position, or no other stream applies any more."""
+        shadow, self._shadow = self._shadow, None
+        if shadow is None:
+            return
+        self.replica.install_snapshot(shadow.rows.rows(), position=shadow.cursor.source_position,
+                                      snapshot_id=shadow.cursor.snapshot_id)
+        log.info("%s: full snapshot %s with this stream's entries since replaces the rows at source position %s",
+                 self.name, shadow.cursor.snapshot_id, shadow.cursor.source_position or "(none)")
+        if self.primary and self.applied_sequence is not None:
+            self.replica.cursor.issued(self.applied_sequence, self.server_id, self.journal_epoch)
+        self._check_caught_up()
 
     def _check_sequence(self, sequence: int) -> None:
         expected = self._next_sequence
@@ -246,13 +293,14 @@ class StreamApplier:
     def _advance_sequence(self, sequence: int) -> None:
         self.applied_sequence = sequence
         self._next_sequence = sequence + 1
-        if self.primary:
-            self.replica.cursor.sequence, self.replica.cursor.server_id = sequence, self.server_id
+        if self.primary and self._shadow is None:
+            self.replica.cursor.issued(sequence, self.server_id, self.journal_epoch)
         self._check_caught_up()
 
     def _check_caught_up(self) -> None:
+        """Caught up: every entry the server had at the handshake is in the rows (not merely in a shadow)."""
         applied = self.applied_sequence
-        if self._staging is None and applied is not None and applied >= self._target:
+        if self._staging is None and self._shadow is None and applied is not None and applied >= self._target:
             self._mark_caught_up()
 
     def _mark_caught_up(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 
@@ -24,10 +24,8 @@ from laredo_client.stream_applier import StreamApplier, mode_name
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-__all__ = ["SERVER_ID_METADATA", "SYNC_METHOD", "SyncStream", "mode_name"]
+__all__ = ["SYNC_METHOD", "SyncStream", "mode_name"]
 
-#: Initial-metadata key a server may send to name its instance; a resume by sequence is only valid there.
-SERVER_ID_METADATA = "laredo-server-id"
 SYNC_METHOD = "/laredo.replication.v1.TableSyncReplication/Sync"
 _OWN_CONNECTION = "grpc.use_local_subchannel_pool"
 #: gRPC's default of 4 MiB is too small for a batch of wide rows; a message over the limit would fail the stream
@@ -40,17 +38,17 @@ class SyncStream(StreamApplier):
 
     def __init__(self, options: ClientOptions, replica: ClientReplica, request: pb.SyncRequest, *,
                  name: str, stats: ClientStats, on_caught_up: Callable[[SyncStream], None],
-                 primary: bool = False, expected_server_id: str = "") -> None:
+                 primary: bool = False) -> None:
         super().__init__(options, replica, name=name, stats=stats, on_caught_up=on_caught_up, primary=primary)
         self.request = request
         self.task: asyncio.Task[None] | None = None
-        self._expected_server_id = expected_server_id
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def start(self) -> asyncio.Task[None]:
         self.stats.streams_opened += 1
         self.task = asyncio.create_task(self._run(), name=self.name)
+        self.task.add_done_callback(lambda _: self.detach())  # however it ends, even cancelled before it ran
         return self.task
 
     async def close(self) -> None:
@@ -69,8 +67,6 @@ class SyncStream(StreamApplier):
                 observer.opened(self.name, self.request)
             call = sync(self.request)
             try:
-                metadata = await self._within_deadline(call.initial_metadata())
-                self._check_server(metadata)
                 while True:
                     message = await self._within_deadline(call.read())
                     if message is grpc.aio.EOF:
@@ -104,10 +100,14 @@ class SyncStream(StreamApplier):
             raise StreamSilent(f"{self.name}: no message from {self.options.address} for {timeout:g}s "
                                f"(heartbeats included); treating the connection as dead") from None
 
-    def _check_server(self, metadata: Any) -> None:
-        server_id = metadata.get(SERVER_ID_METADATA) if metadata is not None else None
-        self.server_id = server_id if isinstance(server_id, str) else ""
-        if self.request.last_known_sequence and self.server_id != self._expected_server_id:
-            raise ServerChanged(f"{self.name}: resumed by sequence {self.request.last_known_sequence} of server "
-                                f"{self._expected_server_id!r} but reached {self.server_id or 'an unnamed server'}")
+    def _on_handshake(self, handshake: pb.SyncHandshake) -> None:
+        """A server that knows the instance identity extension resumes from our sequence only if it issued it,
+        and says who it is; one that does not name itself may have taken another instance's sequence for its
+        own, so nothing of this stream is applied."""
+        sequence = self.request.last_known_sequence
+        if sequence and not (handshake.instance_id and handshake.journal_epoch):
+            raise ServerChanged(f"{self.name}: resumed by sequence {sequence} of instance "
+                                f"{self.request.last_known_instance_id} but the server does not say which journal "
+                                f"numbers its sequences, so it may have resumed after another instance's sequence")
+        super()._on_handshake(handshake)
 

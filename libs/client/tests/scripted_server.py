@@ -90,13 +90,13 @@ class ScriptedReplicationServer:
         if self._server is not None:
             await self._server.stop(grace=None)
 
-    def serve(self, *steps: Any, server_id: str = "") -> Script:
+    def serve(self, *steps: Any) -> Script:
         """Queue a script for the next Sync call. Steps: SyncResponse messages (or lists of them), Events
         (wait until set), Mark, Pause, Abort; after the last step the server ends the stream cleanly."""
         flat: list[Any] = []
         for step in steps:
             flat.extend(step if isinstance(step, list) else [step])
-        script = Script(flat, (("laredo-server-id", server_id),) if server_id else ())
+        script = Script(flat)
         self._queue.put_nowait(script)
         return script
 
@@ -146,10 +146,12 @@ def struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
 
 
 def handshake(mode: str, *, current: int, resume: int, columns: Sequence[pb.ColumnDefinition] = COLUMNS,
-              snapshot_id: str = "", oldest: int = 1) -> pb.SyncResponse:
+              snapshot_id: str = "", oldest: int = 1, instance: str = "", epoch: str = "") -> pb.SyncResponse:
+    """`instance` and `epoch`: the server names the journal that numbers its sequences (an extension)."""
     return pb.SyncResponse(handshake=pb.SyncHandshake(
         mode=pb.SyncMode.Value(f"SYNC_MODE_{mode}"), server_current_sequence=current, resume_from_sequence=resume,
-        journal_oldest_sequence=oldest, columns=list(columns), snapshot_id=snapshot_id))
+        journal_oldest_sequence=oldest, columns=list(columns), snapshot_id=snapshot_id, instance_id=instance,
+        journal_epoch=epoch))
 
 
 def snapshot(rows: Iterable[Mapping[str, Any]], *, sequence: int, position: str, snapshot_id: str = "snap-1",

@@ -31,20 +31,21 @@ MakeClient = Callable[..., LaredoClient]
 async def test_stop_saves_and_a_restart_resumes_by_position(tmp_path: Path, scripted_server: ScriptedReplicationServer,
                                                             make_client: MakeClient) -> None:
     path = tmp_path / "cache" / "items.json"
-    scripted_server.serve(handshake("FULL_SNAPSHOT", current=4, resume=4),
+    scripted_server.serve(handshake("FULL_SNAPSHOT", current=4, resume=4, instance="fanout-a", epoch="e1"),
                           snapshot([row(1), row(2)], sequence=4, position=pos(4)),
-                          entry(5, pos(5), "UPDATE", new=row(2, "two")), hold(), server_id="fanout-a")
+                          entry(5, pos(5), "UPDATE", new=row(2, "two")), hold())
     first = make_client(local_snapshot_path=path, indexes=[Index("by_name", "name", unique=True)])
     await first.start()
     await eventually(lambda: first.last_sequence == 5, what="entry 5 applied")
     await first.stop()
     saved = json.loads(path.read_text())
-    assert (saved["last_seq"], saved["last_source_position"], saved["server_id"]) == (5, pos(5), "fanout-a")
+    assert (saved["last_seq"], saved["last_source_position"], saved["server_id"], saved["journal_epoch"]) == \
+        (5, pos(5), "fanout-a", "e1")
     assert saved["snapshot_id"] == "snap-1" and saved["server_address"] == scripted_server.address
     assert sorted(r["id"] for r in saved["rows"]) == [1, 2]
     assert [p.name for p in path.parent.iterdir()] == ["items.json"], "no temporary file left behind"
 
-    resumed = scripted_server.serve(handshake("DELTA", current=5, resume=5), hold(), server_id="fanout-a")
+    resumed = scripted_server.serve(handshake("DELTA", current=5, resume=5, instance="fanout-a", epoch="e1"), hold())
     second = make_client(local_snapshot_path=path, indexes=[Index("by_name", "name", unique=True)])
     await second.start()
     assert second.lookup_all("by_name", "two") == [row(2, "two")], "restored rows are indexed at once"
@@ -52,6 +53,7 @@ async def test_stop_saves_and_a_restart_resumes_by_position(tmp_path: Path, scri
     request = resumed.request
     assert (request.last_known_source_position, request.last_known_sequence, request.last_snapshot_id) == \
         (pos(5), 5, "snap-1")
+    assert (request.last_known_instance_id, request.last_known_journal_epoch) == ("fanout-a", "e1")
     assert second.stats.modes == ["DELTA"] and second.full_resyncs == 0
 
 

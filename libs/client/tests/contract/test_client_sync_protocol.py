@@ -224,19 +224,27 @@ async def test_a_batch_larger_than_grpcs_default_message_limit_is_accepted(
     assert client.count() == 4 and client.stats.reconnects == 0
 
 
-async def test_resume_by_sequence_only_on_the_server_that_assigned_it(scripted_server: ScriptedReplicationServer,
-                                                                      make_client: MakeClient) -> None:
-    scripted_server.serve(handshake("FULL_SNAPSHOT", current=7, resume=7),
-                          snapshot([row(1)], sequence=7, position=pos(7)), server_id="fanout-a")
-    elsewhere = scripted_server.serve(handshake("DELTA", current=50, resume=7), hold(), server_id="fanout-b")
-    scripted_server.serve(handshake("DELTA", current=50, resume=50), hold(), server_id="fanout-b")
+async def test_a_reconnect_sends_the_sequence_with_the_journal_that_issued_it(
+        scripted_server: ScriptedReplicationServer, make_client: MakeClient) -> None:
+    """The sequence travels with instance and epoch, for the server to judge; a server that does not name its
+    journal cannot have judged, so its stream is refused before anything is applied."""
+    first = scripted_server.serve(handshake("FULL_SNAPSHOT", current=7, resume=7, instance="fanout-a", epoch="e1"),
+                                  snapshot([row(1)], sequence=7, position=pos(7)))
+    unnamed = scripted_server.serve(handshake("DELTA", current=50, resume=7),
+                                    entry(8, pos(8), "INSERT", new=row(8)), hold())
+    scripted_server.serve(handshake("DELTA", current=50, resume=50, instance="fanout-b", epoch="e5"), hold())
     client = make_client()
     await client.start()
     third = await next_call(scripted_server, 2)
-    assert elsewhere.request.last_known_sequence == 7, "the same-server guess carries the sequence"
+    assert first.request.identify_instance and not first.request.last_known_instance_id
+    request = unnamed.request
+    assert (request.last_known_sequence, request.last_known_instance_id, request.last_known_journal_epoch,
+            request.last_known_source_position) == (7, "fanout-a", "e1", pos(7))
     # The client cancels that call before it dials again, but the server may hear of it after the new call.
-    await eventually(elsewhere.closed_by_client.is_set, what="a sequence must not be used on another instance")
+    await eventually(unnamed.closed_by_client.is_set, what="a sequence must not be trusted to an unnamed server")
+    assert client.get(8) is None, "nothing of the unnamed server's stream was applied"
     assert third.request.last_known_sequence == 0 and third.request.last_known_source_position == pos(7)
+    assert third.request.identify_instance and not third.request.last_known_instance_id
     await eventually(lambda: client.last_sequence == 50, what="the cursor moved to fanout-b's sequence")
 
 

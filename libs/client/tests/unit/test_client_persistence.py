@@ -17,7 +17,8 @@ FILTERS = [{"field": "team", "kind": "equals", "value": "a"}]
 
 
 def snapshot(rows: list[dict] | None = None, **cursor: object) -> LocalSnapshot:
-    values = {"sequence": 7, "source_position": "0/40:2", "snapshot_id": "s1", "server_id": "", **cursor}
+    values = {"sequence": 7, "source_position": "0/40:2", "snapshot_id": "s1", "server_id": "", "journal_epoch": "",
+              **cursor}
     return LocalSnapshot(schema="public", table="items", filters=FILTERS, server_address="fanout:4002",
                          cursor=Cursor(**values), key_columns=("id",),  # type: ignore[arg-type]
                          columns=(Column("id", "int8", True, 1), Column("doc", "jsonb")),
@@ -89,8 +90,21 @@ def test_files_for_another_table_filter_or_shape_are_ignored(tmp_path: Path, cap
     assert reason in caplog.text
 
 
-def test_a_sequence_from_a_named_server_is_enough_to_resume(tmp_path: Path) -> None:
+def test_a_sequence_from_a_named_journal_is_enough_to_resume(tmp_path: Path) -> None:
     path = tmp_path / "items.json"
-    save_local_snapshot(path, snapshot(source_position="", snapshot_id="", server_id="fanout-a"))
+    save_local_snapshot(path, snapshot(source_position="", snapshot_id="", server_id="fanout-a", journal_epoch="e1"))
     loaded = load(path)
-    assert loaded is not None and loaded.cursor.server_id == "fanout-a"
+    assert loaded is not None and (loaded.cursor.server_id, loaded.cursor.journal_epoch) == ("fanout-a", "e1")
+
+
+def test_a_file_from_before_journal_epochs_never_resumes_by_its_sequence(tmp_path: Path) -> None:
+    path = tmp_path / "items.json"
+    save_local_snapshot(path, snapshot(server_id="fanout-a"))
+    document = json.loads(path.read_text())
+    del document["journal_epoch"]
+    path.write_text(json.dumps(document))
+    loaded = load(path)
+    assert loaded is not None and loaded.cursor.journal_epoch == "" and not loaded.cursor.resumable_sequence
+    document["last_source_position"] = document["snapshot_id"] = ""
+    path.write_text(json.dumps(document))
+    assert load(path) is None, "a sequence of an unknown epoch is nothing to resume from"
