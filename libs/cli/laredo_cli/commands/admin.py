@@ -60,11 +60,12 @@ def _add_reset(commands: Registrar) -> None:
 def _add_drain(commands: Registrar) -> None:
     drain = commands.add(
         "drain", help="hand one fan-out instance's clients over to other instances",
-        description="Drain one fan-out instance (--instance, its id as `laredo status` reports it): its Sync "
+        description="Drain one fan-out instance (--instance, its fanout.instance_id): its Sync "
                     "clients get a GoAway and move to another instance (resuming by position). One table, or "
                     "every table of the instance without one. OAM refuses to drain the last ready instance of "
-                    "a table (its clients would have nowhere to go) unless --force; without --instance every "
-                    "instance serving the table is drained, which therefore needs --force. --deadline caps how "
+                    "a table (its clients would have nowhere to go) unless --force, naming the table's ready "
+                    "instances; without --instance every instance serving the table is drained, which "
+                    "therefore needs --force. --deadline caps how "
                     "long drained streams are still served. Exit code 1 when no instance drained. OAM RPC "
                     "DrainReplication.",
         examples=["laredo drain --instance fanout-a", "laredo drain public.users --instance fanout-a --deadline 30s",
