@@ -21,6 +21,12 @@ class TcpBalancer:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
+    async def sever(self) -> None:
+        """Cut every live connection (a network blip or a load balancer restart); new ones are accepted."""
+        for task in list(self._pipes):
+            task.cancel()
+        await asyncio.gather(*self._pipes, return_exceptions=True)
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
