@@ -66,14 +66,20 @@ def _source_extras(section: Reader) -> dict[str, Any]:
         "spool_dir": section.string("spool_dir", ""),
         "receive_timeout": section.duration("receive_timeout", 60.0),
         "slot_check_interval": section.duration("slot_check_interval", 10.0),
-        "keyless_tables": KeylessPolicy(section.string("keyless_tables", "deadletter",
-                                                       choices=tuple(p.value for p in KeylessPolicy))),
+        "keyless_tables": _keyless_policy(section),
+        "inactive_slot_wal_warning": section.size("inactive_slot_wal_warning", 1024 * 1024 * 1024),
         "rebaseline_on_schema_change": section.boolean("rebaseline_on_schema_change", True),
         "published": _publication_restrictions(section.section("publication")),
     }
     section.section("publication").check_unknown(also_known=("name", "create", "row_filters", "column_lists"))
     section.check_unknown()
     return extras
+
+
+def _keyless_policy(section: Reader) -> KeylessPolicy:
+    """`deadletter`, the former default, reads as `refuse`: a keyless table is no longer published at all."""
+    value = section.string("keyless_tables", "refuse", choices=(*(p.value for p in KeylessPolicy), "deadletter"))
+    return KeylessPolicy.FAIL if value == "fail" else KeylessPolicy.REFUSE
 
 
 def _publication_restrictions(publication: Reader) -> tuple[PublishedTableSpec, ...]:

@@ -120,6 +120,7 @@ def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_prov
         state=NatsKvStateStore(nats, bucket=state_bucket, replicas=settings.stream.replicas),
         observer=OtelObserver(provider, meter_provider, tracing=bool(
             tracer_provider or span_exporter or settings.telemetry.exporter != "none")),
+        message_limit=nats,
     )
     status = IngestStatus(is_leader=not coordination.leader_election)
     ports.observer.gauges(status.gauges)

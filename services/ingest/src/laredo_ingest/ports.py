@@ -13,7 +13,8 @@ from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError
 from laredo_ingest.domain.prerequisites import PublicationChange, PublicationState, ServerFacts
 from laredo_ingest.domain.schema import TableSchema
-from laredo_ingest.domain.start_plan import IngestState, SlotInfo
+from laredo_ingest.domain.slot_retention import RetainedWal
+from laredo_ingest.domain.start_plan import IngestState, SlotInfo, StreamTail
 
 #: Called exactly once per published message: None when JetStream stored it (or dropped it as a
 #: duplicate of a stored one), else the error (rejected, or no acknowledgement in time).
@@ -35,7 +36,9 @@ class StreamSpec:
 class ChangePublisher(Protocol):
     """Publishes stream messages to JetStream, pipelined, with at-least-once delivery.
 
-    - ensure_stream() creates the stream or updates it to the spec; call it before publishing.
+    - ensure_stream() creates the stream or updates it to the spec, and returns the stream's last message
+      (None: empty); call it before publishing. Every message after it must directly follow it.
+    - use_epoch() sets the WAL epoch of every message published from then on.
     - publish() sends one message and returns once it is handed to the transport; it waits (backpressure)
       while the configured number of messages is unacknowledged. It never waits for this message's ack.
     - Messages are sent in the order publish() is called; acks may complete in any order.
@@ -46,7 +49,9 @@ class ChangePublisher(Protocol):
     - One caller at a time (the ingest loop); not safe for concurrent publish() calls.
     """
 
-    async def ensure_stream(self, spec: StreamSpec) -> None: ...
+    async def ensure_stream(self, spec: StreamSpec) -> StreamTail | None: ...
+
+    def use_epoch(self, epoch: int) -> None: ...
 
     async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
                       trace_headers: Mapping[str, str] | None = None) -> None: ...
@@ -57,11 +62,20 @@ class ChangePublisher(Protocol):
 class SnapshotReader(Protocol):
     """Reads tables as of one exported snapshot (a REPEATABLE READ transaction that imported it)."""
 
-    def copy_rows(self, schema: TableSchema, row_filter: str, chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
+    def copy_rows(self, schema: TableSchema, row_filter: str, chunk_rows: int, *,
+                  chunk_bytes: int = 0) -> AsyncGenerator[list[bytes], None]:
         """Every row of the table matching row_filter (SQL, empty = all), with exactly schema.columns in that
-        order, in chunks of up to chunk_rows, each row as TupleData (text values); memory stays constant
-        whatever the table size."""
+        order, in chunks of up to chunk_rows, each row as TupleData (text values); a chunk also ends once its
+        rows reach chunk_bytes (0: no byte bound), so memory stays bounded whatever the table and row size."""
         ...
+
+
+class MessageSizeLimit(Protocol):
+    """The largest message (headers and payload) the transport accepts: NATS max_payload, from the INFO of
+    the server the connection is on (it connects if needed). Asked at every start of a session, since a
+    reconnect may reach a server configured otherwise. 0 when unknown (then only max_batch_bytes applies)."""
+
+    async def max_payload(self) -> int: ...
 
 
 class SourceDatabase(Protocol):
@@ -90,6 +104,10 @@ class SourceDatabase(Protocol):
     async def slot(self, name: str) -> SlotInfo | None: ...
 
     async def drop_slot(self, name: str) -> None: ...
+
+    async def inactive_slots(self) -> Sequence[RetainedWal]:
+        """Every replication slot of the server that no connection uses now, with the WAL it retains."""
+        ...
 
     async def drop_publication(self, name: str) -> None: ...
 

@@ -140,7 +140,8 @@ async def test_slot_snapshot_stream_and_confirmation(source: SourceHarness, uniq
         schema = (await db.describe_tables([ITEMS]))[ITEMS]
         async with db.snapshot(created.snapshot_name) as reader:
             chunks = [chunk async for chunk in reader.copy_rows(schema, "", 2)]
-        assert [len(c) for c in chunks] == [2, 1]
+            by_bytes = [chunk async for chunk in reader.copy_rows(schema, "", 100, chunk_bytes=1)]
+        assert [len(c) for c in chunks] == [2, 1] and [len(c) for c in by_bytes] == [1, 1, 1]
         assert [decode_tuple_exact(t) for c in chunks for t in c] == ROWS
         slot = await db.slot(unique_name)
         assert slot.plugin == "pgoutput" and not slot.temporary and slot.database == unique_name
@@ -157,6 +158,7 @@ async def test_slot_snapshot_stream_and_confirmation(source: SourceHarness, uniq
         await stream.close()
     try:
         assert not (await db.slot(unique_name)).active
+        assert unique_name in {s.slot_name for s in await db.inactive_slots()}
         await db.drop_slot(unique_name)
         assert await db.slot(unique_name) is None
         await db.drop_slot(unique_name)  # dropping a missing slot is fine

@@ -15,9 +15,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from laredo_core.changes import TableId
 from laredo_core.tuples import RawValue, encode_tuple
 
+from laredo_ingest.domain.baseline import copy_chunk_full
 from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse, SourceUnavailable
 from laredo_ingest.domain.prerequisites import PublicationChange, PublicationState, PublishedTable, ServerFacts
 from laredo_ingest.domain.schema import TableSchema
+from laredo_ingest.domain.slot_retention import RetainedWal
 from laredo_ingest.domain.start_plan import SlotInfo
 from laredo_ingest.ports import CreatedSlot, SystemIdentity
 
@@ -132,15 +134,22 @@ class _MemorySnapshotReader:
     def __init__(self, rows: Mapping[TableId, list[list[RawValue]]]) -> None:
         self._rows = rows
 
-    async def copy_rows(self, schema: TableSchema, row_filter: str,
-                        chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
+    async def copy_rows(self, schema: TableSchema, row_filter: str, chunk_rows: int, *,
+                        chunk_bytes: int = 0) -> AsyncGenerator[list[bytes], None]:
         """Row filters are SQL, which this fake does not evaluate: it only accepts none."""
         if row_filter:
             raise IngestError(f"the in-memory source cannot evaluate row filter {row_filter!r}")
-        rows = self._rows.get(schema.table, [])
-        for start in range(0, len(rows), chunk_rows):
-            yield [encode_tuple(r) for r in rows[start:start + chunk_rows]]
-            await asyncio.sleep(0)
+        chunk: list[bytes] = []
+        size = 0
+        for row in self._rows.get(schema.table, []):
+            chunk.append(encode_tuple(row))
+            size += len(chunk[-1])
+            if copy_chunk_full(len(chunk), size, chunk_rows, chunk_bytes):
+                yield chunk
+                chunk, size = [], 0
+                await asyncio.sleep(0)
+        if chunk:
+            yield chunk
 
 
 class MemorySourceDatabase:
@@ -192,6 +201,11 @@ class MemorySourceDatabase:
 
     async def slot(self, name: str) -> SlotInfo | None:
         return self._source.slots.get(name)
+
+    async def inactive_slots(self) -> Sequence[RetainedWal]:
+        lsn = self._source.wal.lsn
+        return [RetainedWal(s.name, max(lsn - s.confirmed_flush_lsn, 0), s.wal_status)
+                for s in self._source.slots.values() if not s.active]
 
     async def drop_slot(self, name: str) -> None:
         slot = self._source.slots.get(name)

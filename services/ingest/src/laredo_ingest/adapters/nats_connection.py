@@ -1,4 +1,5 @@
-"""One NATS connection shared by the change publisher and the state store, opened on first use."""
+"""One NATS connection shared by the change publisher and the state store, opened on first use; it also
+tells the use cases the server's max_payload (the MessageSizeLimit port)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ class NatsConnection:
     async def jetstream(self) -> JetStreamContext:
         return (await self.client()).jetstream()
 
+    async def max_payload(self) -> int:
+        """MessageSizeLimit: the server's max_payload (headers and payload of one message) from its INFO."""
+        return int((await self.client()).max_payload or 0)
+
     async def close(self) -> None:
         self._closing = True
         if self._client is not None and not self._client.is_closed:
@@ -65,8 +70,6 @@ class NatsConnection:
 
 async def _log_error(exc: Exception) -> None:
     log.warning("NATS: %s", exc)
-
-
 
 
 async def _log_reconnected() -> None:

@@ -13,6 +13,7 @@ from laredo_core.position import parse_lsn
 from laredo_core.tuples import encode_tuple
 
 from laredo_ingest.adapters.pg_connection import connect_error, describe_dsn, session_conninfo, wrap_errors
+from laredo_ingest.domain.baseline import copy_chunk_full
 from laredo_ingest.domain.errors import PublicationError, SlotInUse, SourceUnavailable
 from laredo_ingest.domain.prerequisites import (
     PG15,
@@ -23,6 +24,7 @@ from laredo_ingest.domain.prerequisites import (
     ServerFacts,
 )
 from laredo_ingest.domain.schema import CatalogType, ReplicaIdentity, TableSchema, identity_key_flags, resolve_base_type
+from laredo_ingest.domain.slot_retention import RetainedWal
 from laredo_ingest.domain.start_plan import SlotInfo
 
 _RELATIONS = """
@@ -54,6 +56,10 @@ _SLOT = """
 SELECT slot_name, coalesce(plugin, ''), coalesce(database, ''), temporary, active,
        coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, ''), safe_wal_size
 FROM pg_replication_slots WHERE slot_name = %s
+"""
+_INACTIVE_SLOTS = """
+SELECT slot_name, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, coalesce(wal_status, '')
+FROM pg_replication_slots WHERE NOT active AND restart_lsn IS NOT NULL ORDER BY slot_name
 """
 _FACTS = """
 SELECT current_setting('wal_level'), r.rolname, r.rolsuper, r.rolreplication,
@@ -191,6 +197,11 @@ class PsycopgSourceDatabase:
         return SlotInfo(slot_name, plugin, database, temporary, active, parse_lsn(confirmed), wal_status,
                         safe_wal_size)
 
+    async def inactive_slots(self) -> Sequence[RetainedWal]:
+        async with wrap_errors("reading replication slots", self._dsn):
+            cur = await self._c().execute(_INACTIVE_SLOTS)
+            return [RetainedWal(name, int(retained), wal_status) for name, retained, wal_status in await cur.fetchall()]
+
     async def drop_slot(self, name: str) -> None:
         try:
             await self._c().execute("SELECT pg_drop_replication_slot(%s)", (name,))
@@ -227,8 +238,8 @@ class _PsycopgSnapshotReader:
     def __init__(self, conn: psycopg.AsyncConnection, dsn: str) -> None:
         self._conn, self._dsn = conn, dsn
 
-    async def copy_rows(self, schema: TableSchema, row_filter: str,
-                        chunk_rows: int) -> AsyncGenerator[list[bytes], None]:
+    async def copy_rows(self, schema: TableSchema, row_filter: str, chunk_rows: int, *,
+                        chunk_bytes: int = 0) -> AsyncGenerator[list[bytes], None]:
         # Explicit columns: the same (published, non-dropped, non-generated) columns in the order pgoutput sends.
         table = schema.table
         columns = sql.SQL(", ").join(sql.Identifier(c.name) for c in schema.columns)
@@ -238,13 +249,15 @@ class _PsycopgSnapshotReader:
         else:
             query = sql.SQL("COPY {} ({}) TO STDOUT").format(source, columns)
         chunk: list[bytes] = []
+        size = 0
         async with wrap_errors(f"copying {table}", self._dsn):
             async with self._conn.cursor().copy(query) as copy:
                 async for row in copy.rows():
                     chunk.append(encode_tuple([None if v is None else v.encode() for v in row]))
-                    if len(chunk) >= chunk_rows:
+                    size += len(chunk[-1])
+                    if copy_chunk_full(len(chunk), size, chunk_rows, chunk_bytes):
                         yield chunk
-                        chunk = []
+                        chunk, size = [], 0
         if chunk:
             yield chunk
 

@@ -14,6 +14,7 @@ from laredo_core.position import format_lsn
 from laredo_ingest.application.status import BaselineProgress, IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.domain.baseline import BaselineBatches
+from laredo_ingest.domain.message_limits import MessageLimits
 from laredo_ingest.domain.schema import TableSchema
 from laredo_ingest.ports import Observer, SnapshotReader
 
@@ -34,6 +35,8 @@ class BaselineJob:
     row_filters: Mapping[TableId, str]
     chunk_rows: int
     resync_reason: str = ""  # non-empty: a RESYNC_REQUIRED message precedes each table's baseline
+    #: stream.max_batch_bytes and the NATS server's max_payload: chunks are sized by bytes as well as rows.
+    limits: MessageLimits = MessageLimits(512 * 1024)
 
 
 async def publish_baseline(reader: SnapshotReader, publisher: TrackedPublisher, observer: Observer,
@@ -46,7 +49,8 @@ async def publish_baseline(reader: SnapshotReader, publisher: TrackedPublisher, 
     try:
         for schema in job.schemas:
             batches = BaselineBatches(source_id=job.source_id, subject_prefix=job.subject_prefix,
-                                      baseline_id=job.baseline_id, snapshot_lsn=job.snapshot_lsn, schema=schema)
+                                      baseline_id=job.baseline_id, snapshot_lsn=job.snapshot_lsn, schema=schema,
+                                      chunk_rows=job.chunk_rows, limits=job.limits)
             attributes = {"laredo.table": str(schema.table), "laredo.baseline_id": job.baseline_id,
                           "laredo.snapshot_lsn": format_lsn(job.snapshot_lsn)}
             progress.table = str(schema.table)
@@ -72,10 +76,14 @@ async def _publish_table(reader: SnapshotReader, publisher: TrackedPublisher, ba
                          headers: dict[str, str]) -> None:
     progress, last_log = status.baseline, time.monotonic()
     await publisher.publish(batches.begin(), headers)
-    rows = reader.copy_rows(schema, job.row_filters.get(schema.table, ""), job.chunk_rows)
+    rows = reader.copy_rows(schema, job.row_filters.get(schema.table, ""), job.chunk_rows,
+                            chunk_bytes=job.limits.max_batch_bytes)
     async with contextlib.aclosing(rows) as chunks:
         async for tuples in chunks:
-            await publisher.publish(batches.add_rows(tuples), headers)
+            for batch in batches.add_rows(tuples):
+                if batch.dead_letter_reason:
+                    status.record_oversized(batch)
+                await publisher.publish(batch, headers)
             status.baseline_rows += len(tuples)
             progress.rows += len(tuples)
             now = time.monotonic()

@@ -5,7 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from laredo_ingest.ports import ChangePublisher, Observer, ReplicationStream, SourceDatabase, StateStore
+from laredo_ingest.ports import (
+    ChangePublisher,
+    MessageSizeLimit,
+    Observer,
+    ReplicationStream,
+    SourceDatabase,
+    StateStore,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -15,3 +22,4 @@ class IngestPorts:
     publisher: ChangePublisher
     state: StateStore
     observer: Observer
+    message_limit: MessageSizeLimit | None = None  # None: only stream.max_batch_bytes bounds messages

@@ -28,7 +28,16 @@ from laredo_ingest.application.status import IngestPhase, IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.domain.backoff import Backoff
 from laredo_ingest.domain.baseline import make_baseline_id
-from laredo_ingest.domain.start_plan import IngestState, SlotMode, StartKind, plan_start
+from laredo_ingest.domain.start_plan import (
+    IngestState,
+    SlotMode,
+    StartKind,
+    StreamTail,
+    current_epoch,
+    epoch_for_baseline,
+    plan_start,
+    wal_behind_stream,
+)
 from laredo_ingest.application.ingest_ports import IngestPorts
 from laredo_ingest.ports import ReplicationStream, SourceDatabase, SystemIdentity
 
@@ -95,11 +104,12 @@ class IngestService:
                 else:
                     log.warning("reset: publication %s is not managed by ingest (publication.create = false); "
                                 "it is kept", o.publication_name)
-            prepared = await prepare_source(db, o)
+            prepared = await prepare_source(db, o, ports.message_limit)
             self.status.keyless_tables = tuple(map(str, prepared.keyless))
+            self.status.refused_tables = {str(t): reason for t, reason in prepared.refused.items()}
             identity = await stream.open()
-            await ports.publisher.ensure_stream(o.stream_spec())
-            started = await _unless_stopped(self._resume_or_baseline(db, stream, identity, prepared), stop)
+            tail = await ports.publisher.ensure_stream(o.stream_spec())
+            started = await _unless_stopped(self._resume_or_baseline(db, stream, identity, prepared, tail), stop)
             if started is None:
                 return  # stopped during start-up or baseline: an unfinished baseline is redone next time
             start_lsn, state = started
@@ -115,7 +125,7 @@ class IngestService:
             await db.close()
 
     async def _resume_or_baseline(self, db: SourceDatabase, stream: ReplicationStream, identity: SystemIdentity,
-                                  prepared: PreparedSource) -> tuple[int, IngestState]:
+                                  prepared: PreparedSource, tail: StreamTail | None) -> tuple[int, IngestState]:
         o = self._options
         slot = prepared.slot
         check_slot_free(slot)
@@ -124,36 +134,43 @@ class IngestService:
                           state=state if o.slot_mode is SlotMode.STATEFUL else None,
                           system_identifier=identity.system_identifier, tables=prepared.fingerprints,
                           always_baseline=o.always_baseline)
-        resync = plan.resync_reason
+        resync, epoch = plan.resync_reason, current_epoch(state, tail)
         if self._reset is not None:
             resync = self._reset.reason
         elif plan.kind is StartKind.RESUME and slot is not None and state is not None:
-            log.info("resuming slot %s at %s: %s", o.slot_name, format_lsn(slot.confirmed_flush_lsn), plan.reason)
-            self.status.baseline_complete, self.status.baseline_id = True, state.baseline_id
-            self.status.confirmed_lsn = slot.confirmed_flush_lsn
-            return slot.confirmed_flush_lsn, state
-        log.info("taking a baseline of %s: %s", ", ".join(map(str, o.tables)), resync or plan.reason)
+            resync = wal_behind_stream(tail, epoch, await db.current_wal_lsn())
+            if not resync:
+                log.info("resuming slot %s at %s: %s", o.slot_name, format_lsn(slot.confirmed_flush_lsn),
+                         plan.reason)
+                self.status.baseline_complete, self.status.baseline_id = True, state.baseline_id
+                self.status.confirmed_lsn = slot.confirmed_flush_lsn
+                self._ports.publisher.use_epoch(epoch)
+                return slot.confirmed_flush_lsn, state
+            log.warning("source %s: %s; the slot cannot continue the stream", o.source_id, resync)
+        log.info("taking a baseline of %s: %s", ", ".join(map(str, prepared.tables)), resync or plan.reason)
         if slot is not None:
             await db.drop_slot(o.slot_name)
         paused = state.paused if state is not None else False
-        return await self._baseline(db, stream, identity, prepared, resync, paused)
+        return await self._baseline(db, stream, identity, prepared, resync, paused, tail, epoch)
 
     async def _baseline(self, db: SourceDatabase, stream: ReplicationStream, identity: SystemIdentity,
-                        prepared: PreparedSource, resync_reason: str, paused: bool) -> tuple[int, IngestState]:
+                        prepared: PreparedSource, resync_reason: str, paused: bool, tail: StreamTail | None,
+                        epoch: int) -> tuple[int, IngestState]:
         o, status = self._options, self.status
         status.phase, status.baseline_complete, status.baseline_rows = IngestPhase.BASELINE, False, 0
         status.changed()
         state = IngestState(o.slot_name, identity.system_identifier, 0, False, prepared.fingerprints,
-                            paused=paused)
+                            paused=paused, epoch=epoch)
         await self._ports.state.put(o.source_id, state)  # before the slot exists: a crash from here re-baselines
         created = await stream.create_slot(o.slot_name, temporary=o.slot_mode is SlotMode.EPHEMERAL)
+        resync_reason, state = self._enter_epoch(tail, state, created.consistent_lsn, resync_reason)
         baseline_id = make_baseline_id(created.consistent_lsn, int(time.time() * 1000))
         publisher = TrackedPublisher(self._ports.publisher, created.consistent_lsn, status)
         job = BaselineJob(source_id=o.source_id, subject_prefix=o.subject_prefix, baseline_id=baseline_id,
-                          snapshot_lsn=created.consistent_lsn, schemas=[prepared.schemas[t] for t in o.tables],
+                          snapshot_lsn=created.consistent_lsn, schemas=[prepared.schemas[t] for t in prepared.tables],
                           row_filters=prepared.row_filters, chunk_rows=o.baseline_chunk_rows,
-                          resync_reason=resync_reason)
-        expected = sum((await db.row_estimates(o.tables)).values())
+                          resync_reason=resync_reason, limits=prepared.limits)
+        expected = sum((await db.row_estimates(prepared.tables)).values())
         async with db.snapshot(created.snapshot_name) as reader:
             await publish_baseline(reader, publisher, self._ports.observer, status, job,
                                    ack_timeout=o.baseline_ack_timeout, expected_rows=expected)
@@ -170,6 +187,19 @@ class IngestService:
             if request is not None:
                 self.control.finish(request, f"slot reset; new baseline {baseline_id}")  # type: ignore[arg-type]
         return created.consistent_lsn, state
+
+    def _enter_epoch(self, tail: StreamTail | None, state: IngestState, snapshot_lsn: int,
+                     resync_reason: str) -> tuple[str, IngestState]:
+        """Publish the baseline in the next epoch when the stream already holds positions at or after its
+        snapshot: consumers then apply it instead of skipping it as a replay (and say why: RESYNC_REQUIRED)."""
+        epoch = epoch_for_baseline(state.epoch, tail, snapshot_lsn)
+        self._ports.publisher.use_epoch(epoch)
+        if epoch == state.epoch:
+            return resync_reason, state
+        why = wal_behind_stream(tail, state.epoch, snapshot_lsn)
+        log.warning("source %s: %s; the baseline at %s starts epoch %d, which every consumer applies whatever "
+                    "positions it holds", self._options.source_id, why, format_lsn(snapshot_lsn), epoch)
+        return resync_reason or f"{why}; new epoch {epoch}", dataclasses.replace(state, epoch=epoch)
 
     async def _record_state(self, **changes: Any) -> None:
         """Update fields of the stored state (pending re-baselines, paused)."""

@@ -14,10 +14,11 @@ from laredo_ingest.ports import StreamSpec
 
 
 class KeylessPolicy(enum.Enum):
-    """What to do with a configured table that has no usable key."""
+    """What to do with a configured table PostgreSQL cannot publish without rejecting the application's
+    UPDATE and DELETE (no usable key, or a column list without the replica identity)."""
 
-    DEADLETTER = "deadletter"  # report it at start-up; its messages go to the dead-letter subject
-    FAIL = "fail"  # refuse to start until it has one
+    REFUSE = "refuse"  # keep it out of the publication, report it (status, metrics, log), serve the others
+    FAIL = "fail"  # refuse to start until it is fixed
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,9 @@ class IngestOptions:
     receive_timeout: float = 60.0
     #: How often the slot's WAL status and the lag are read while streaming; 0 = never.
     slot_check_interval: float = 10.0
-    keyless_tables: KeylessPolicy = KeylessPolicy.DEADLETTER
+    keyless_tables: KeylessPolicy = KeylessPolicy.REFUSE
+    #: Warn (status, metrics, log) when an inactive replication slot of the server retains more WAL; 0 = never.
+    inactive_slot_wal_warning: int = 1024 * 1024 * 1024
     #: After a table's columns change, re-baseline it: ADD COLUMN ... DEFAULT and ALTER COLUMN TYPE change
     #: existing rows without any row change in the WAL.
     rebaseline_on_schema_change: bool = True

@@ -34,7 +34,9 @@ from laredo_ingest.application.startup import describe_published
 from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.domain.baseline import make_baseline_id
-from laredo_ingest.domain.errors import IngestError
+from laredo_ingest.domain.errors import IngestError, TableWithoutKey
+from laredo_ingest.domain.message_limits import MessageLimits
+from laredo_ingest.domain.prerequisites import refuse_unsafe_tables
 from laredo_ingest.ports import Observer, ReplicationStream, SourceDatabase
 
 log = logging.getLogger(__name__)
@@ -44,17 +46,23 @@ RecordReload = Callable[[tuple[TableId, ...]], Awaitable[None]]
 
 async def rebaseline(tables: Sequence[TableId], *, options: IngestOptions, database: SourceDatabase,
                      helper: ReplicationStream, publisher: TrackedPublisher, observer: Observer,
-                     status: IngestStatus, record_reload: RecordReload) -> dict[TableId, int]:
-    """Re-baseline `tables` (see the module docstring); returns the snapshot LSN per table."""
+                     status: IngestStatus, record_reload: RecordReload,
+                     limits: MessageLimits | None = None) -> dict[TableId, int]:
+    """Re-baseline `tables` (see the module docstring); returns the snapshot LSN per table. A table
+    refused at start-up (or unsafe to publish since) is refused here too, before anything is recorded."""
     unknown = sorted(str(t) for t in tables if t not in options.tables)
     if unknown:
         raise IngestError(f"cannot re-baseline {', '.join(unknown)}: not a configured table of source "
                           f"{options.source_id} (configured: {', '.join(map(str, options.tables))})")
-    await record_reload(tuple(tables))  # a crash from here on redoes the re-baseline
     try:
+        await database.open()
+        refused = refuse_unsafe_tables(await database.describe_tables(tables), options.published,
+                                       publication=options.publication_name)
+        if refused:
+            raise TableWithoutKey(f"cannot re-baseline {', '.join(map(str, refused))}: {'; '.join(refused.values())}")
+        await record_reload(tuple(tables))  # a crash from here on redoes the re-baseline
         await helper.open()
         created = await helper.create_slot(options.reload_slot_name, temporary=True)
-        await database.open()
         async with database.snapshot(created.snapshot_name) as reader:
             schemas, row_filters = await describe_published(database, options, tables)
             baseline_id = make_baseline_id(created.consistent_lsn, int(time.time() * 1000))
@@ -63,7 +71,8 @@ async def rebaseline(tables: Sequence[TableId], *, options: IngestOptions, datab
             job = BaselineJob(source_id=options.source_id, subject_prefix=options.subject_prefix,
                               baseline_id=baseline_id, snapshot_lsn=created.consistent_lsn,
                               schemas=[schemas[t] for t in tables], row_filters=row_filters,
-                              chunk_rows=options.baseline_chunk_rows)
+                              chunk_rows=options.baseline_chunk_rows,
+                              limits=limits or MessageLimits(options.max_batch_bytes))
             expected = sum((await database.row_estimates(tables)).values())
             await publish_baseline(reader, publisher, observer, status, job,
                                    ack_timeout=options.baseline_ack_timeout, expected_rows=expected)

@@ -45,7 +45,9 @@ class SessionFactory:
               state: IngestState) -> _StartingSession:
         o, status = self._options, self._status
         assembler = TransactionAssembler(o.source_id, o.subject_prefix, prepared.schemas,
-                                         max_changes=o.max_batch_changes, max_bytes=o.max_batch_bytes)
+                                         max_changes=o.max_batch_changes, max_bytes=o.max_batch_bytes,
+                                         max_payload=prepared.limits.max_payload,
+                                         on_oversized=status.record_oversized)
         publisher = TrackedPublisher(self._ports.publisher, start_lsn, status)
         streamed = StreamedTransactions(spool_factory(o.spool_memory, o.spool_dir or None))
         session_ref: list[StreamingSession] = []
@@ -59,8 +61,8 @@ class SessionFactory:
             await session_ref[0].send_reply()
 
         async def run_rebaseline(tables: frozenset[TableId]) -> dict[TableId, int]:
-            targets = tuple(sorted(tables, key=str)) if tables else o.tables
-            return await rebaseline(targets, options=o, database=self._ports.database(),
+            targets = tuple(sorted(tables, key=str)) if tables else prepared.tables
+            return await rebaseline(targets, options=o, limits=prepared.limits, database=self._ports.database(),
                                     helper=self._ports.replication(), publisher=publisher,
                                     observer=self._ports.observer, status=status,
                                     record_reload=lambda t: self._record_state(reload_tables=tuple(map(str, t))))
@@ -73,7 +75,8 @@ class SessionFactory:
         handler = FrameHandler(assembler, publisher, streamed, self._ports.observer, status,
                                refresh_catalog=refresh_catalog, reply_now=reply_now,
                                on_schema_change=on_schema_change if o.rebaseline_on_schema_change else None)
-        monitor = SlotMonitor(db, o.slot_name, status, o.slot_check_interval) if o.slot_check_interval else None
+        monitor = SlotMonitor(db, o.slot_name, status, o.slot_check_interval,
+                              inactive_wal_warning=o.inactive_slot_wal_warning) if o.slot_check_interval else None
         session = StreamingSession(
             stream, publisher, handler, status, self._control,
             SessionSettings(o.status_interval, o.stop_timeout, o.receive_timeout),

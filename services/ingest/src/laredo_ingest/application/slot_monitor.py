@@ -3,6 +3,11 @@
 A slot that disappears or is invalidated (wal_status = lost, e.g. max_slot_wal_keep_size exceeded) ends
 the session with SlotLost; the next start sees it and re-baselines with RESYNC_REQUIRED. An
 'unreserved' slot is about to be lost: that is logged once as a warning.
+
+Inactive slots of the server (a stopped consumer, an ingest slot left behind by a changed configuration)
+keep WAL on the source's disk without bound: each one retaining more than `inactive_wal_warning` bytes is
+reported in the status (`inactive_slots`, which the heartbeat and the gauges carry) and logged once as a
+warning when it crosses the threshold.
 """
 
 from __future__ import annotations
@@ -14,17 +19,20 @@ from laredo_core.position import format_lsn
 
 from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.domain.errors import SlotLost
+from laredo_ingest.domain.slot_retention import retention_warning, slots_over_threshold
 from laredo_ingest.ports import SourceDatabase
 
 log = logging.getLogger(__name__)
 
 
 class SlotMonitor:
-    def __init__(self, db: SourceDatabase, slot_name: str, status: IngestStatus, interval: float) -> None:
+    def __init__(self, db: SourceDatabase, slot_name: str, status: IngestStatus, interval: float, *,
+                 inactive_wal_warning: int = 0) -> None:
         self._db = db
         self._slot_name = slot_name
         self._status = status
         self._interval = interval
+        self._inactive_wal_warning = inactive_wal_warning
         self._warned = False
 
     async def run(self) -> None:
@@ -33,6 +41,7 @@ class SlotMonitor:
             await asyncio.sleep(self._interval)
 
     async def check(self) -> None:
+        await self._check_inactive_slots()
         status = self._status
         status.server_lsn = await self._db.current_wal_lsn()
         slot = await self._db.slot(self._slot_name)
@@ -49,3 +58,15 @@ class SlotMonitor:
                         "left before max_slot_wal_keep_size; confirmed %s, server at %s): ingest is falling "
                         "behind", self._slot_name, slot.safe_wal_size, format_lsn(slot.confirmed_flush_lsn),
                         format_lsn(status.server_lsn))
+
+    async def _check_inactive_slots(self) -> None:
+        threshold, status = self._inactive_wal_warning, self._status
+        if threshold <= 0:
+            return
+        over = slots_over_threshold(await self._db.inactive_slots(), threshold)
+        for name in sorted(over.keys() - status.inactive_slots.keys()):
+            log.warning("%s", retention_warning(name, over[name], threshold))
+        changed = over.keys() != status.inactive_slots.keys()
+        status.inactive_slots = over
+        if changed:
+            status.changed()

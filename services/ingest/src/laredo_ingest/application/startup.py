@@ -4,41 +4,53 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from laredo_core.changes import TableId
-from laredo_core.stream.naming import deadletter_subject
 
 from laredo_ingest.application.options import IngestOptions, KeylessPolicy
-from laredo_ingest.domain.errors import PublicationError, SlotInUse, TableWithoutKey
+from laredo_ingest.domain.errors import NoTableToServe, PublicationError, SlotInUse, TableWithoutKey
+from laredo_ingest.domain.message_limits import MessageLimits
 from laredo_ingest.domain.prerequisites import (
     PG15,
+    PublicationState,
     PublishedTable,
     check_capacity,
     check_server,
     check_tables_exist,
     plan_publication,
+    refuse_unsafe_tables,
 )
-from laredo_ingest.domain.schema import TableSchema, key_problem, restrict_columns
+from laredo_ingest.domain.schema import TableSchema, restrict_columns
 from laredo_ingest.domain.start_plan import SlotInfo
-from laredo_ingest.ports import SourceDatabase
+from laredo_ingest.ports import MessageSizeLimit, SourceDatabase
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class PreparedSource:
-    """The configured tables as the publication publishes them, and what the baseline must copy."""
+    """The served tables as the publication publishes them, what the baseline must copy, and the refused ones."""
 
-    schemas: Mapping[TableId, TableSchema]  # published columns only, in tuple order
+    schemas: Mapping[TableId, TableSchema]  # served tables; published columns only, in tuple order
     row_filters: Mapping[TableId, str]
-    fingerprints: tuple[str, ...]  # sorted; a change means downstream needs a new baseline
+    fingerprints: tuple[str, ...]  # sorted, served tables; a change means downstream needs a new baseline
     slot: SlotInfo | None
-    keyless: tuple[TableId, ...]
+    keyless: tuple[TableId, ...]  # refused for want of a replica identity
+    tables: tuple[TableId, ...] = ()  # the configured tables ingest serves, in configuration order
+    refused: Mapping[TableId, str] = field(default_factory=dict)  # the others: what is wrong, how to fix it
+    limits: MessageLimits = MessageLimits(512 * 1024)
 
 
-async def prepare_source(db: SourceDatabase, options: IngestOptions) -> PreparedSource:
-    """Raise a typed error for anything an operator must fix; return the configured tables' schemas."""
+async def prepare_source(db: SourceDatabase, options: IngestOptions,
+                         message_limit: MessageSizeLimit | None = None) -> PreparedSource:
+    """Raise a typed error for anything an operator must fix; return the served tables' schemas.
+
+    Every table is checked before the publication is touched (and before any slot exists): a table
+    PostgreSQL could not publish without rejecting the application's UPDATE and DELETE is refused (kept out
+    of the publication, reported), and the others are served; with keyless_tables = fail, or when no table
+    is left, ingest does not start.
+    """
     facts = await db.server_facts()
     check_server(facts)
     slot = await db.slot(options.slot_name)
@@ -46,24 +58,28 @@ async def prepare_source(db: SourceDatabase, options: IngestOptions) -> Prepared
     if options.published and facts.server_version_num < PG15:
         raise PublicationError(f"column lists and row filters need PostgreSQL 15 or later; {facts.where} runs "
                                f"version {facts.server_version_num}")
-    schemas = await db.describe_tables(options.tables)
-    check_tables_exist(options.tables, schemas, facts.where)
+    catalog = await db.describe_tables(options.tables)
+    check_tables_exist(options.tables, catalog, facts.where)
+    refused = refuse_unsafe_tables(catalog, options.published, publication=options.publication_name)
+    _report_refused(refused, options)
+    served = tuple(t for t in options.tables if t not in refused)
     current = await db.publication(options.publication_name)
-    change = plan_publication(options.publication_name, current, options.tables, manage=options.publication_create,
-                              source_id=options.source_id, restrictions=options.published)
+    change = plan_publication(options.publication_name, current, served, manage=options.publication_create,
+                              source_id=options.source_id,
+                              restrictions=[s for s in options.published if s.table not in refused])
     if not change.empty:
         log.info("publication %s: %s", options.publication_name, change.describe())
         await db.change_publication(options.publication_name, change)
         current = await db.publication(options.publication_name)
+    _report_unmanaged(current, refused, options)
     details = current.details if current is not None else {}
-    published = {t: _published_schema(schemas[t], details.get(t)) for t in options.tables}
-    keyless = tuple(t for t in options.tables if not published[t].has_usable_key)
-    _report_keyless(published, keyless, options)
+    max_payload = await message_limit.max_payload() if message_limit is not None else 0
     return PreparedSource(
-        schemas=published,
-        row_filters={t: details[t].row_filter for t in options.tables if t in details and details[t].row_filter},
-        fingerprints=tuple(sorted(details[t].fingerprint if t in details else str(t) for t in options.tables)),
-        slot=slot, keyless=keyless)
+        schemas={t: _published_schema(catalog[t], details.get(t)) for t in served},
+        row_filters={t: details[t].row_filter for t in served if t in details and details[t].row_filter},
+        fingerprints=tuple(sorted(details[t].fingerprint if t in details else str(t) for t in served)),
+        slot=slot, keyless=tuple(t for t in refused if not catalog[t].has_usable_key), tables=served,
+        refused=refused, limits=MessageLimits(options.max_batch_bytes, max_payload))
 
 
 async def describe_published(db: SourceDatabase, options: IngestOptions,
@@ -83,17 +99,28 @@ def _published_schema(schema: TableSchema, published: PublishedTable | None) -> 
     return restrict_columns(schema, published.columns)
 
 
-def _report_keyless(schemas: Mapping[TableId, TableSchema], keyless: Sequence[TableId],
-                    options: IngestOptions) -> None:
-    problems = [key_problem(schemas[t]) for t in keyless]
-    if not problems:
+def _report_refused(refused: Mapping[TableId, str], options: IngestOptions) -> None:
+    if not refused:
         return
+    problems = "; ".join(refused.values())
     if options.keyless_tables is KeylessPolicy.FAIL:
-        raise TableWithoutKey("; ".join(problems) + f" (sources.{options.source_id}.keyless_tables = fail)")
-    for table, problem in zip(keyless, problems):
-        log.error("%s; until then its baseline and changes are not published on its table subject: they become "
-                  "dead letters of its pipelines (ListDeadLetters), or go to the subject %s when dead letters are "
-                  "off", problem, deadletter_subject(options.subject_prefix, options.source_id, table))
+        raise TableWithoutKey(f"{problems} (sources.{options.source_id}.keyless_tables = fail: ingest does not "
+                              "start while a configured table is refused)")
+    if len(refused) == len(options.tables):
+        raise NoTableToServe(f"no configured table of source {options.source_id} can be published: {problems}; "
+                             "retrying")
+    for problem in refused.values():
+        log.error("%s", problem)
+
+
+def _report_unmanaged(current: PublicationState | None, refused: Mapping[TableId, str],
+                      options: IngestOptions) -> None:
+    """A publication ingest does not manage may publish a refused table anyway: say whose move it is."""
+    published = [t for t in refused if current is not None and (current.all_tables or t in current.tables)]
+    for table in published:
+        log.error("publication %s publishes %s (it is not managed by ingest, or FOR ALL TABLES), so PostgreSQL "
+                  "rejects UPDATE and DELETE on it: fix the table, or run ALTER PUBLICATION %s DROP TABLE %s",
+                  options.publication_name, table, options.publication_name, table)
 
 
 def check_slot_free(slot: SlotInfo | None) -> None:

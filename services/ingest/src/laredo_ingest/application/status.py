@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from laredo_core.position import format_lsn
+
+from laredo_ingest.domain.batches import OutboundBatch
+
+log = logging.getLogger(__name__)
 
 
 class IngestPhase(enum.Enum):
@@ -85,6 +90,13 @@ class IngestStatus:
     streamed_transactions: int = 0  # committed transactions the server streamed while in progress
     aborted_streamed_transactions: int = 0
     keyless_tables: tuple[str, ...] = ()
+    #: Configured tables ingest does not publish (keeps out of the publication), with the reason and the fix.
+    refused_tables: dict[str, str] = field(default_factory=dict)
+    #: Changes (and baseline rows) too large for one NATS message: dead-lettered, not published.
+    oversized_changes: int = 0
+    last_oversized: str = ""
+    #: Inactive replication slots of the server holding more WAL than the warning threshold: name -> bytes.
+    inactive_slots: dict[str, int] = field(default_factory=dict)
     restarts: int = 0
     last_error: str = ""
     is_leader: bool = True
@@ -106,6 +118,12 @@ class IngestStatus:
         """WAL the slot has not confirmed yet: from the server's current position when known."""
         head = max(self.server_lsn, self.received_lsn)
         return max(0, head - self.confirmed_lsn) if self.confirmed_lsn else 0
+
+    def record_oversized(self, letter: OutboundBatch) -> None:
+        """A change could not be published (too large for max_payload): count it and say so."""
+        self.oversized_changes += 1
+        self.last_oversized = letter.dead_letter_reason
+        log.error("%s", letter.dead_letter_reason)
 
     def _take_batch_max(self) -> int:
         value, self.batch_changes_max = self.batch_changes_max, 0
@@ -133,6 +151,9 @@ class IngestStatus:
             "leader": 1.0 if self.is_leader else 0.0, "restarts_total": float(self.restarts),
             "baseline_rows": float(baseline.rows), "baseline_rows_per_second": baseline.rows_per_second,
             "baseline_eta_seconds": baseline.eta_seconds, "baseline_running": 1.0 if baseline.running else 0.0,
+            "refused_tables": float(len(self.refused_tables)), "oversized_changes_total": float(self.oversized_changes),
+            "inactive_slots_over_wal_threshold": float(len(self.inactive_slots)),
+            "inactive_slot_retained_wal_bytes": float(max(self.inactive_slots.values(), default=0)),
         }
 
     def report(self) -> dict[str, Any]:
@@ -153,5 +174,9 @@ class IngestStatus:
                          "rows_per_second": round(baseline.rows_per_second, 1),
                          "eta_seconds": round(baseline.eta_seconds, 1)},
             "keyless_tables": list(self.keyless_tables), "restarts": self.restarts,
+            "refused_tables": dict(self.refused_tables), "oversized_changes": self.oversized_changes,
+            **({"last_oversized": self.last_oversized} if self.last_oversized else {}),
+            "inactive_slots_over_wal_threshold": [{"slot": name, "retained_wal_bytes": size}
+                                                  for name, size in sorted(self.inactive_slots.items())],
             **({"last_error": self.last_error} if self.last_error else {}),
         }

@@ -50,3 +50,11 @@ class OutboundBatch:
     baseline_row_count: int = 0
     old_columns: tuple[ColumnInfo, ...] = ()  # SCHEMA_CHANGE: the columns before
     reason: str = ""  # SCHEMA_CHANGE, RESYNC_REQUIRED: why, for humans
+    #: Non-empty: the changes could not be published on the table's subject (see message_limits.py); the
+    #: batch goes to the table's dead-letter subject, or (dead letters on) becomes dead letters with this reason.
+    dead_letter_reason: str = ""
+
+    @property
+    def dead_letter(self) -> bool:
+        """Not for the table's subject: kept as dead letters (no usable key, or a change too large to publish)."""
+        return bool(self.dead_letter_reason) or not self.schema.has_usable_key

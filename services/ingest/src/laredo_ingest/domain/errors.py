@@ -37,6 +37,12 @@ class TableWithoutKey(SourceMisconfigured):
     """A configured table has no usable key and keyless_tables = fail."""
 
 
+class NoTableToServe(TableWithoutKey):
+    """Every configured table is refused (see refuse_unsafe_tables); retried, so a fixed table is picked up."""
+
+    retryable = True
+
+
 class SlotLost(IngestError):
     """The replication slot disappeared or was invalidated while in use; the next start re-baselines."""
 

@@ -15,6 +15,7 @@ from laredo_ingest.domain.errors import (
     TableNotFound,
     WalLevelNotLogical,
 )
+from laredo_ingest.domain.schema import TableSchema, key_problem
 
 #: PostgreSQL 15: row filters and column lists in publications.
 PG15 = 150000
@@ -72,6 +73,36 @@ def check_tables_exist(wanted: Iterable[TableId], found: Iterable[TableId], wher
         raise TableNotFound(
             f"configured table(s) {', '.join(missing)} do not exist in {where}; create them, or fix "
             "schema/table in the tables section of the configuration")
+
+
+def refuse_unsafe_tables(tables: Mapping[TableId, TableSchema], restrictions: Iterable[PublishedTableSpec], *,
+                         publication: str) -> dict[TableId, str]:
+    """Configured tables that must stay out of the publication, each with what is wrong and how to fix it.
+
+    PostgreSQL rejects the application's own UPDATE and DELETE on a table a publication publishes when the
+    table has no replica identity (no primary key with REPLICA IDENTITY DEFAULT, or NOTHING), or when the
+    publication's column list leaves out a replica identity column. Such a table is never added (a managed
+    publication drops it): the source keeps working, and the other tables are served.
+    """
+    specs = {s.table: s for s in restrictions}
+    refused = {}
+    for table in sorted(tables, key=str):
+        problem = key_problem(tables[table]) or _column_list_problem(tables[table], specs.get(table))
+        if problem:
+            refused[table] = (f"{problem}. Ingest keeps it out of publication {publication} and does not replicate "
+                              "it; once it is fixed, restart ingest (a new baseline follows)")
+    return refused
+
+
+def _column_list_problem(schema: TableSchema, spec: PublishedTableSpec | None) -> str:
+    if spec is None or not spec.columns:
+        return ""
+    missing = [c.name for c in schema.columns if c.is_identity_key and c.name not in spec.columns]
+    if not missing:
+        return ""
+    return (f"the column list configured for table {schema.table} (publication.column_lists) leaves out its replica "
+            f"identity column(s) {', '.join(missing)}, and PostgreSQL rejects UPDATE and DELETE on a table whose "
+            "published columns do not cover its replica identity; add them to the list")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,13 @@
 
 Invariants:
 - Changes of a transaction get ordinals 0, 1, 2, ... in transaction order, counted across tables.
-- A table's changes in one transaction go out as chunks 0..n of at most `max_changes` changes and about
-  `max_bytes` bytes; the chunk of a table is emitted when the next change of that table would overflow it,
-  so a big transaction is never held in memory, and chunking is deterministic: a replay of the same
-  transaction yields the same chunks and therefore the same message ids.
+- A table's changes in one transaction go out as chunks 0..n of at most `max_changes` changes and
+  `max_bytes` bytes, and never more than the transport's max_payload allows (message_limits.py); the chunk
+  of a table is emitted when the next change of that table would overflow it, so a big transaction is never
+  held in memory, and chunking is deterministic: a replay of the same transaction yields the same chunks and
+  therefore the same message ids.
+- A change too large for max_payload even alone is not put in a chunk: it goes out at once as a dead letter
+  (oversized_dead_letter) and `on_oversized` is told; its ordinal is used up like any other.
 - A Relation message that changes a table's columns (names, types, key flags, replica identity) sends the
   table's open chunk at once (it keeps the columns its tuples follow), then a SCHEMA_CHANGE message with
   the old and the new columns; later changes start a new chunk. The first Relation of a session is
@@ -32,6 +35,7 @@ from laredo_core.errors import ProtocolError
 from laredo_core.stream.naming import control_msg_id, deadletter_subject, table_subject, transaction_msg_id
 
 from laredo_ingest.domain.batches import CHANGE_OVERHEAD_BYTES, ChangeRecord, OutboundBatch
+from laredo_ingest.domain.message_limits import MessageLimits, OversizedMessage, TableLimits, oversized_dead_letter
 from laredo_ingest.domain.pgoutput import (
     Begin,
     Commit,
@@ -57,6 +61,7 @@ _new_record = tuple.__new__
 class _OpenChunk:
     schema: TableSchema
     index: int
+    limits: TableLimits
     changes: list[ChangeRecord] = field(default_factory=list)
     size: int = 0
 
@@ -76,12 +81,15 @@ class TransactionAssembler:
     """Feed it every pgoutput message of one replication session, in order; it returns batches to publish."""
 
     def __init__(self, source_id: str, subject_prefix: str, tables: Mapping[TableId, TableSchema], *,
-                 max_changes: int, max_bytes: int) -> None:
+                 max_changes: int, max_bytes: int, max_payload: int = 0,
+                 on_oversized: Callable[[OutboundBatch], None] | None = None) -> None:
         self._source_id = source_id
         self._prefix = subject_prefix
         self._catalog = dict(tables)
         self._max_changes = max_changes
-        self._max_bytes = max_bytes
+        self._limits = MessageLimits(max_bytes, max_payload)
+        self._table_limits: dict[int, tuple[TableSchema, TableLimits]] = {}  # by relation id
+        self._on_oversized = on_oversized
         self._relations: dict[int, TableSchema | None] = {}  # None: not configured, changes are skipped
         self._known: dict[TableId, TableSchema] = dict(tables)  # last schema seen per table
         self._type_names: dict[int, str] = {}
@@ -235,14 +243,33 @@ class TransactionAssembler:
         size = len(old) + len(new) + CHANGE_OVERHEAD_BYTES
         emitted = NO_BATCHES
         chunk = txn.open_chunks.get(relation_id)
+        limits = chunk.limits if chunk is not None else self._limits_of(relation_id, schema)
+        if limits.oversized(size):
+            return [self._oversized(txn, schema, record)]
         if chunk is None:
-            chunk = txn.open_chunks[relation_id] = _OpenChunk(schema, txn.next_chunk.get(relation_id, 0))
-        elif len(chunk.changes) >= self._max_changes or chunk.size + size > self._max_bytes:
+            chunk = txn.open_chunks[relation_id] = _OpenChunk(schema, txn.next_chunk.get(relation_id, 0), limits)
+        elif len(chunk.changes) >= self._max_changes or limits.overflows(len(chunk.changes), chunk.size, size):
             emitted = [self._batch(txn, chunk, last_chunk=False, end_lsn=0)]
-            chunk = txn.open_chunks[relation_id] = _OpenChunk(schema, chunk.index + 1)
+            chunk = txn.open_chunks[relation_id] = _OpenChunk(schema, chunk.index + 1, limits)
         chunk.changes.append(record)
         chunk.size += size
         return emitted
+
+    def _limits_of(self, relation_id: int, schema: TableSchema) -> TableLimits:
+        cached = self._table_limits.get(relation_id)
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        limits = self._limits.for_table(schema)
+        self._table_limits[relation_id] = (schema, limits)
+        return limits
+
+    def _oversized(self, txn: _Transaction, schema: TableSchema, record: ChangeRecord) -> OutboundBatch:
+        where = OversizedMessage(self._source_id, self._prefix, BatchKind.TRANSACTION, txn.commit_lsn, txn.xid,
+                                 txn.commit_time_unix_us)
+        letter = oversized_dead_letter(where, schema, record, self._limits)
+        if self._on_oversized is not None:
+            self._on_oversized(letter)
+        return letter
 
     def _subject(self, schema: TableSchema) -> str:
         key = (schema.table, schema.has_usable_key)
