@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from laredo_core.changes import Action, BatchKind, ColumnInfo, TableId
+from laredo_core.deadletters.records import decode_record
 from laredo_core.stream.naming import deadletter_subject, table_subject
 from laredo_core.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
+from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
 from laredo_ingest.adapters.memory import WalBuilder
 from laredo_ingest.domain.baseline import BaselineBatches
 from laredo_ingest.domain.batches import OutboundBatch
@@ -104,3 +106,15 @@ def test_a_change_too_large_for_max_payload_is_dead_lettered_and_its_transaction
     [published] = [b for b in out if not b.dead_letter]
     assert published.subject == table_subject("laredo", "src", DOCS.table)
     assert [c.ordinal for c in published.changes] == [0, 2] and published.end_lsn == end_lsn
+
+
+def test_the_dead_letter_of_an_oversized_row_says_why_and_fits_a_message() -> None:
+    batches = BaselineBatches(source_id="src", subject_prefix="laredo", baseline_id="b1", snapshot_lsn=0x100,
+                              schema=DOCS, chunk_rows=2000, limits=MessageLimits(512 * 1024, MAX_PAYLOAD))
+    [letter] = batches.add_rows([row(7, 200_000)])
+    [(subject, _, payload)] = KeylessDeadLetters("laredo", "src", {DOCS.table: ("replication-fanout",)}).messages(
+        letter)
+    record = decode_record(payload)
+    assert subject.startswith("laredo") and len(payload) + HEADERS <= MAX_PAYLOAD
+    assert record.error == letter.dead_letter_reason and record.new_values == {
+        "id": 7, "body": "<unchanged TOASTed value>"}

@@ -1,9 +1,9 @@
-"""Changes of tables without a usable key as dead letters of each of the table's pipelines (JetStream records).
+"""Changes that cannot go to their table's subject, as dead letters of each of the table's pipelines (JetStream
+records): changes of a table that has no usable key (it lost it while published: start-up refuses such tables),
+and changes too large for any NATS message (OutboundBatch.dead_letter_reason, holding their key only).
 
-Consumers could not tell such rows apart, so ingest keeps every change (baseline rows included) as a dead letter
-of every pipeline of the table instead of publishing it on the table's subject: ListDeadLetters shows them with
-the reason and the fix. Letter ids come from the change's position, so a replay of the same WAL after a restart
-writes the same letters again (replacing them), never new ones.
+ListDeadLetters shows them with the reason and the fix. Letter ids come from the change's position, so a replay
+of the same WAL after a restart writes the same letters again (replacing them), never new ones.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ class KeylessDeadLetters:
         target_types = self._targets.get(table, ())
         if not batch.changes or not target_types:
             return []
-        reason = (f"{key_problem(batch.schema)}. Ingest keeps its changes here instead of publishing them "
-                  f"(sources.{self._source_id}.keyless_tables = deadletter); once the table has a key, reload it "
-                  "(ReloadTable) and purge these, or replay them")
+        reason = batch.dead_letter_reason or (
+            f"{key_problem(batch.schema)}. Ingest keeps its changes here instead of publishing them; once the table "
+            "has a key, restart ingest (or reload the table: ReloadTable) and purge these, or replay them")
         recorded = int(self._clock() * 1000)
         messages: list[LetterMessage] = []
         for change in batch.changes:
