@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 #: Called with (old, new): insert (None, new), update (old, new), delete (old, None), truncate (None, None).
 Listener = Callable[[Row | None, Row | None], None]
 #: A parsed source position as a plain tuple: compares fast, and None when the text is no source position.
-PositionKey = tuple[int, int]
+PositionKey = tuple[int, int, int]  # Position.key: (epoch and LSN, ordinal, repair)
 _PARSE: Any = object()  # apply_change's default: parse the position text
 
 
@@ -69,7 +69,7 @@ class Cursor:
 
 
 def position_key(text: str) -> PositionKey | None:
-    """(lsn, ordinal) of a source position text, or None when it is none. Streamed changes ('X/Y:N', the
+    """Position.key of a source position text, or None when it is none. Streamed changes ('X/Y:N', the
     changes of a transaction sharing X/Y) take a short path; anything else goes through Position.parse."""
     if not text:
         return None
@@ -77,12 +77,12 @@ def position_key(text: str) -> PositionKey | None:
     if colon and ordinal.isdigit():
         lsn = _lsn(lsn_text)
         if lsn is not None:
-            return lsn, int(ordinal)
+            return lsn, int(ordinal), 0
     try:
         parsed = Position.parse(text)
     except PositionError:
         return None
-    return parsed.lsn, parsed.ordinal
+    return parsed.key
 
 
 @functools.lru_cache(maxsize=256)

@@ -40,7 +40,7 @@ _FROM_BYTES = frozenset({"snapshot_row", "journal_entry", "snapshot_rows", "jour
 
 
 def _text(key: PositionKey) -> str:
-    return str(Position(*key))
+    return str(Position.from_key(key))
 
 
 def mode_name(mode: int) -> str:

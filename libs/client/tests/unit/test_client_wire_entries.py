@@ -227,12 +227,12 @@ def test_unknown_response_fields_are_ignored() -> None:
 
 # -- positions ------------------------------------------------------------------------------------------------
 
-def parsed(text: str) -> tuple[int, int] | None:
+def parsed(text: str) -> tuple[int, int, int] | None:
     try:
         position = Position.parse(text)
     except PositionError:
         return None
-    return position.lsn, position.ordinal
+    return position.key
 
 
 @settings(max_examples=300, deadline=None)

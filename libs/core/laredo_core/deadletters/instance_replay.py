@@ -2,10 +2,10 @@
 
 Both services answer a REPLAY_DEAD_LETTERS command the same way (answer_replay): REJECTED when the instance has
 no target for the pipeline, else every letter of the page is replayed in order (replay_page) and the answer
-counts the outcomes. How a letter's changes are applied, and what makes one superseded, is each service's own
-(its ApplyChanges); the rules every replay shares: it never rolls a row back, a letter whose changes are all
-superseded is SUPERSEDED, one the target still refuses is FAILED with the new reason, and a TRUNCATE is
-superseded as soon as the table applied anything after it (truncate_superseded).
+counts the outcomes. How a letter's changes are applied is each service's own (its ApplyChanges); what makes a
+change superseded is one rule for both (laredo_core.deadletters.supersede); the rules every replay shares: it
+never rolls a row back, a letter whose changes are all superseded is SUPERSEDED, and one the target still refuses
+is FAILED with the new reason.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from laredo_core.deadletters.replay import (
 )
 from laredo_core.position import Position
 
-__all__ = ["ApplyChanges", "ReplayTarget", "answer_replay", "replay_page", "truncate_superseded"]
+__all__ = ["ApplyChanges", "ReplayTarget", "answer_replay", "replay_page"]
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,3 @@ def replay_page(letters: Sequence[DeadLetter], decode: ChangeDecoder, table: Tab
         outcomes[letter.letter_id] = ReplayOutcome.APPLIED if applied else ReplayOutcome.SUPERSEDED
     return ReplayReport(outcomes, reasons)
 
-
-def truncate_superseded(target: ReplayTarget, change: RowChange) -> bool:
-    """Whether a TRUNCATE letter is overtaken: the table applied something after it."""
-    applied = target.applied_position
-    return applied is not None and applied > change.position

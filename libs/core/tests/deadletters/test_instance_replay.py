@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pytest
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import Action, ChangeBatchInfo, RowChange, TableId
+from laredo_core.changes import ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
-from laredo_core.deadletters.instance_replay import ApplyChanges, answer_replay, replay_page, truncate_superseded
+from laredo_core.deadletters.instance_replay import ApplyChanges, answer_replay, replay_page
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.replay import ReplayOutcome, ReplayReport, replay_args
 from laredo_core.errors import LaredoError
@@ -110,9 +110,3 @@ def test_the_answer_counts_the_outcomes_of_the_page() -> None:
         answer_replay({"pipeline_id": str(PIPELINE)}, service="query", target_type="replication-fanout",
                       targets={TABLE: target}, replay=replay)
 
-
-def test_a_truncate_is_superseded_once_the_table_applied_anything_after_it() -> None:
-    truncate = RowChange(Position(0x20, 1), Action.TRUNCATE, None, None)
-    assert not truncate_superseded(Target(applied_position=None), truncate)
-    assert not truncate_superseded(Target(applied_position=Position(0x20, 1)), truncate)
-    assert truncate_superseded(Target(applied_position=Position(0x20, 2)), truncate)

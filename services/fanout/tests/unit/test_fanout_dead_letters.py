@@ -86,19 +86,23 @@ def test_a_replay_applies_a_missing_row_once_and_reports_what_it_cannot_apply() 
     batches = Batches()
     for data in batches.baseline([row(1)]):
         w.replicator.on_batch(_message(data))
+    stale = DeadLetter(PIPELINE, "s2-c0", "old", batches.transaction(insert(row(1, "stale"))), 0)
+    w.replicator.on_batch(_message(batches.transaction(insert(row(1, "newer")))))
+    applied = w.replica.applied_position
     replay = replay_of(w)
     missing = DeadLetter(PIPELINE, "pkeyless-1", "no key", batches.transaction(insert(row(5))), 0)
-    present = DeadLetter(PIPELINE, "s2-c0", "old", batches.transaction(insert(row(1, "stale"))), 0)
     keyless = DeadLetter(PIPELINE, "s3-c0", "no key", batches.transaction(insert({"id": UNCHANGED})), 0)
     corrupt = DeadLetter(PIPELINE, "s4-m", "corrupt", b"\xff\x00")
-    status, _, details = replay.execute(replay_args(PIPELINE, [missing, present, keyless, corrupt]))
+    status, _, details = replay.execute(replay_args(PIPELINE, [missing, stale, keyless, corrupt]))
     assert status is CommandStatus.SUCCEEDED
     assert details["applied"] == ["pkeyless-1"] and details["superseded"] == ["s2-c0"]
     assert set(details["failed"]) == {"s3-c0", "s4-m"} and "still does not decode" in details["failed"]["s4-m"]
-    assert rows(w) == {(1,): row(1), (5,): row(5)}, "a stored row is never rolled back"
+    assert rows(w) == {(1,): row(1, "newer"), (5,): row(5)}, "a row written later is never rolled back"
     entry = w.replica.journal.entries_after(w.replica.journal.current_sequence - 1, 1)[0]
     message = rpb.SyncResponse.FromString(entry.encoded).journal_entry
-    assert (message.action, message.source_position) == ("INSERT", ""), "clients apply it whatever their position"
+    assert applied is not None and entry.position == applied.next_repair() == w.replica.applied_position
+    assert (message.action, message.source_position) == ("INSERT", f"{applied}+1"), (
+        "after the applied change, before any later one: a client resuming after the applied change gets it")
     again = replay.replay(w.replica, PIPELINE, [missing])
     assert again.outcomes == {"pkeyless-1": ReplayOutcome.SUPERSEDED}
 

@@ -1,31 +1,34 @@
 """ReplayDeadLetters on this instance: re-apply letters OAM sends to the replica of their table, in order.
 
-Rules (a replay never rolls a row back):
-- fan-out keeps no position per row, so a stored row counts as newer than any letter: an INSERT or UPDATE whose
-  row exists, or a DELETE whose row is gone, is SUPERSEDED (nothing applied); otherwise it is APPLIED;
-- a TRUNCATE is SUPERSEDED as soon as the table applied anything after it;
+Rules (a replay never rolls a row back; query decides by the same rule, laredo_core.deadletters.supersede):
+- a change whose row changed after it (the replica's KeyWatch saw a later change of that key, even a delete), or
+  whose stored row was written by a later change (a DELETE: also one whose row is gone), is SUPERSEDED: nothing
+  is applied; otherwise it is APPLIED, and the row remembers the letter's position;
+- a TRUNCATE is SUPERSEDED as soon as the table applied a stream change after it;
 - a letter that still cannot be applied (the message does not decode, names another table, lacks the key) is
   FAILED with the new reason.
-Each applied change is a journal entry with the next sequence, stored at the table's applied position (the
-journal stays ordered) and sent to clients with an empty source_position: clients apply it whatever their
-position and it does not move their resume position. The letters stay in the store: OAM removes them.
+Each applied change is a journal entry with the next sequence at a repair position of its own (the replica's
+next_repair_position: after the applied stream change, before any later one), sent to clients as its source
+position: a client resuming after the applied stream change gets it, one that applied it resumes after it.
+The letters stay in the store: OAM removes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from laredo_core.changes import Action, ChangeBatchInfo, RowChange, TableId
+from laredo_core.changes import ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
-from laredo_core.deadletters.instance_replay import answer_replay, replay_page, truncate_superseded
+from laredo_core.deadletters.instance_replay import answer_replay, replay_page
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.replay import ChangeDecoder, ReplayOutcome, ReplayReport
+from laredo_core.deadletters.supersede import ABSENT, superseded
 
+from laredo_fanout.application.repairs import journal_repair
 from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.domain.errors import ChangeNotApplicable
-from laredo_fanout.domain.journal import JournalEntry
-from laredo_fanout.domain.table_state import RowEffect
+from laredo_fanout.domain.table_state import TableState
 from laredo_fanout.ports import Clock, SyncEncoder
 
 TARGET_TYPE = "replication-fanout"
@@ -53,33 +56,27 @@ class FanoutDeadLetterReplay:
         return report
 
     def _apply(self, replica: TableReplica, batch: ChangeBatchInfo, changes: list[RowChange]) -> int:
-        applied = 0
+        applied, rows, state = 0, _Rows(replica.state), replica.state
         for change in changes:
-            if _superseded(replica, change):
+            if superseded(change, rows, replica.watch, replica.applied_position):
                 continue
-            effect = replica.state.apply(change)
+            effect = state.apply(change)
+            if replica.watch:
+                replica.watch.saw(change, state.find_key, (ChangeNotApplicable,))
             if effect is not None:
-                self._journal(replica, effect, change, batch)
+                journal_repair(replica, effect, self._encoder, self._clock, xid=batch.xid,
+                               commit_time_unix_us=batch.commit_time_unix_us)
                 applied += 1
         return applied
 
-    def _journal(self, replica: TableReplica, effect: RowEffect, change: RowChange, batch: ChangeBatchInfo) -> None:
-        journal, now = replica.journal, self._clock.now()
-        sequence = journal.next_sequence
-        position = replica.applied_position or change.position  # the journal's positions never decrease
-        commit_time = batch.commit_time_unix_us or int(now * 1_000_000)
-        encoded = self._encoder.journal_entry(sequence=sequence, position="", commit_time_unix_us=commit_time,
-                                              xid=batch.xid, action=effect.action, old=effect.old, new=effect.new)
-        journal.append(JournalEntry(sequence, position, commit_time, batch.xid, effect.action, effect.old,
-                                    effect.new, now, encoded, replayed=True), now)
 
+class _Rows:
+    """The replica's rows as the supersede rule sees them."""
 
-def _superseded(replica: TableReplica, change: RowChange) -> bool:
-    """Whether the table already holds something newer than the change (see the module's rules)."""
-    if change.action is Action.TRUNCATE:
-        return truncate_superseded(replica, change)
-    state = replica.state
-    if change.action is Action.DELETE:
-        key = state.key_of(change.old or {})
-        return state.get(key) is None
-    return state.get(state.key_of(change.new or {})) is not None
+    def __init__(self, state: TableState) -> None:
+        self.key_of = state.key_of
+        self._state = state
+
+    def written_at(self, key: Hashable) -> Any:
+        row = self._state.get(key)  # type: ignore[arg-type]
+        return ABSENT if row is None else self._state.written_at(row)

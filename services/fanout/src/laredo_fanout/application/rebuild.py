@@ -4,8 +4,11 @@ The copy is a TableReplica of its own fed by a Replicator of its own, so it appl
 the live table does (replays skipped by position, baselines, re-keying), without encoding rows for clients.
 The install is an ingest-style baseline generation on the live state: every row of the copy is applied as a
 baseline row (an equal row changes nothing), then the rows the copy lacks are deleted. Each difference is a
-journal entry with the next contiguous sequence, at the position of the last change the live table applied
-(a rebuild changes no source position), so connected clients receive the differences as ordinary changes.
+journal entry with the next contiguous sequence at a repair position of its own (the replica's
+next_repair_position: after the last stream change the live table applied, before any later one): connected
+clients receive the differences as ordinary changes, and a client that resumes by position after the applied
+stream change receives them too. Installed rows are written at the applied stream position (what a
+dead-letter replay compares with, as in query).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from laredo_core.changes import Action, ColumnInfo, RowChange, TableId
-from laredo_core.position import Position
+from laredo_core.position import ZERO
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.stream.feed import FeedMessage
 
+from laredo_fanout.application.repairs import journal_repair
 from laredo_fanout.application.replicator import Replicator
 from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
 from laredo_fanout.domain.journal import JournalEntry
@@ -95,7 +99,7 @@ class FanoutInstallation:
         self._generation = f"rebuild:{rebuild_id}"
         self._encoder = encoder
         self._clock = clock
-        self._position = replica.applied_position or Position(0, 0)
+        self._position = (replica.applied_position or ZERO).stream  # of the installed rows
         self._done = False
         self.changes = 0
         self.skipped = 0
@@ -131,13 +135,7 @@ class FanoutInstallation:
         self.step(len(self._rows))
 
     def _journal(self, effect: RowEffect) -> None:
-        journal, now = self._replica.journal, self._clock.now()
-        sequence, commit_time = journal.next_sequence, int(now * 1_000_000)
-        encoded = self._encoder.journal_entry(sequence=sequence, position=str(self._position),
-                                              commit_time_unix_us=commit_time, xid=0, action=effect.action,
-                                              old=effect.old, new=effect.new)
-        journal.append(JournalEntry(sequence, self._position, commit_time, 0, effect.action, effect.old, effect.new,
-                                    now, encoded), now)
+        journal_repair(self._replica, effect, self._encoder, self._clock)
 
 
 class _Unencoded:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.position import Position
+from laredo_core.deadletters.key_watch import KeyWatch
+from laredo_core.position import ZERO, Position
 
 from laredo_fanout.application.client_registry import ClientRegistry
 from laredo_fanout.domain.client_buffer import BufferLimits
@@ -64,7 +65,8 @@ class TableReplica:
         self.journal = Journal(limits.journal_max_entries, limits.journal_max_age)
         self.clients = ClientRegistry(limits.max_clients)
         self.columns: tuple[ColumnInfo, ...] = ()
-        self.applied_position: Position | None = None
+        self.applied_position: Position | None = None  # the last stream change applied, or the last repair after it
+        self.watch = KeyWatch()  # rows changed after a rejected change (dead-letter replays skip what was overtaken)
         self.stream_sequence = 0  # JetStream sequence of the last message applied (or skipped as a replay)
         self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
         self.baseline_complete = False
@@ -112,6 +114,14 @@ class TableReplica:
         applied = self.applied_position
         return applied is None or (position.lsn, position.ordinal) > (applied.lsn, applied.ordinal)
 
+    def next_repair_position(self) -> Position:
+        """The position of a change this instance makes without a stream change of its own (RestoreSnapshot,
+        StartReplay, a dead-letter replay): after the last stream change applied and the repairs since, before
+        any later stream change. A client resuming after the stream change gets it; one that applied it does
+        not get it again. It becomes the applied position, so snapshots and full syncs include it."""
+        self.applied_position = position = (self.applied_position or ZERO).next_repair()
+        return position
+
     def note_schema_change(self, message: bytes) -> None:
         """Columns changed after the current journal entry; sessions send `message` in order."""
         self._schema_change_count += 1
@@ -141,7 +151,7 @@ class TableReplica:
         self.columns = manifest.columns
         position = Position.parse(manifest.source_position)
         self.journal.continue_after(manifest.journal_sequence, position)
-        self.applied_position = position
+        self.applied_position = self.state.restored_position = position
         self.stream_sequence = manifest.stream_sequence
         self.latest_snapshot = manifest
         self.mark_baseline_complete()

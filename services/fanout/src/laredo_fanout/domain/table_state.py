@@ -9,7 +9,10 @@ Invariants:
   plain dict costs less memory than a read-only proxy): a change builds a new StoredRow, so a snapshot
   is a list copy;
 - applying the same change twice has the effect of applying it once (idempotent by key);
-- an unchanged TOASTed value (UNCHANGED) keeps the stored value of that column.
+- an unchanged TOASTed value (UNCHANGED) keeps the stored value of that column;
+- a stored row knows the position of the change that last wrote it (a reference to the change's own Position,
+  nothing allocated per row); rows restored from a snapshot share the state's `restored_position` instead.
+  A dead-letter replay decides by these positions (laredo_core.deadletters.supersede), as query does.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laredo_core.changes import Action, RowChange
+from laredo_core.position import Position
 from laredo_core.rows import hashable, merge_unchanged, values_match
 from laredo_core.tuples import UNCHANGED
 
@@ -31,11 +35,13 @@ RowEncoder = Callable[[Mapping[str, Any]], bytes]
 
 @dataclass(frozen=True, slots=True)
 class StoredRow:
-    """One version of one row. `values` is never modified; `encoded` is its wire form, shared by every reader."""
+    """One version of one row. `values` is never modified; `encoded` is its wire form, shared by every reader;
+    `position`: of the change that wrote it (None: restored from a snapshot, see TableState.written_at)."""
 
     key: RowKey
     values: Mapping[str, Any]
     encoded: bytes
+    position: Position | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,8 @@ class TableState:
         self._rows: dict[RowKey, StoredRow] = {}
         self._baseline_id: str | None = None
         self._baseline_seen: set[RowKey] = set()
+        #: The position of the snapshot the rows without a position of their own were restored from.
+        self.restored_position: Position | None = None
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -67,15 +75,21 @@ class TableState:
     def get(self, key: RowKey) -> StoredRow | None:
         return self._rows.get(key)
 
+    def written_at(self, row: StoredRow) -> Position | None:
+        """The position of the change that last wrote `row` (the snapshot's for a restored row; None: unknown)."""
+        return row.position if row.position is not None else self.restored_position
+
     @property
     def baseline_in_progress(self) -> bool:
         """Between a baseline's BEGIN and END: the rows seen so far exist only in memory, not in a snapshot."""
         return self._baseline_id is not None
 
     def restore(self, key_columns: tuple[str, ...], rows: Iterable[dict[str, Any]]) -> None:
-        """Replace every row by `rows` (JSON-compatible values, e.g. from a snapshot)."""
+        """Replace every row by `rows` (JSON-compatible values, e.g. from a snapshot); the caller sets
+        `restored_position` to the snapshot's position."""
         self._key_columns = key_columns
         self._baseline_id, self._baseline_seen = None, set()
+        self.restored_position = None
         self._rows = {}
         for values in rows:
             key = self.key_of(values)
@@ -108,7 +122,7 @@ class TableState:
         self._rows = {}
         for row in rows:
             key = self.key_of(row.values)
-            self._rows[key] = StoredRow(key, row.values, row.encoded)
+            self._rows[key] = StoredRow(key, row.values, row.encoded, row.position)
         self._baseline_seen = set()
 
     def apply(self, change: RowChange) -> RowEffect | None:
@@ -121,7 +135,7 @@ class TableState:
             previous = self._rows.pop(key, None) if key is not None else None
             return RowEffect(Action.DELETE, previous, None) if previous is not None else None
         old_key = self._find_key(change.old) if change.old else None
-        return self._put(change.action, change.new or {}, old_key)
+        return self._put(change.action, change.new or {}, old_key, change.position)
 
     def begin_baseline(self, baseline_id: str) -> None:
         """Start a baseline generation: rows it does not contain are removed at its end."""
@@ -132,7 +146,7 @@ class TableState:
         if baseline_id != self._baseline_id:
             # Rows of a baseline whose BEGIN we never saw (stream trimmed): they start the generation.
             self.begin_baseline(baseline_id)
-        effect = self._put(Action.INSERT, change.new or {}, None)
+        effect = self._put(Action.INSERT, change.new or {}, None, change.position)
         self._baseline_seen.add(effect.new.key if effect is not None and effect.new is not None
                                 else self.key_of(change.new or {}))
         return effect
@@ -145,7 +159,8 @@ class TableState:
         stale = [key for key in self._rows if key not in seen]
         return [RowEffect(Action.DELETE, self._rows.pop(key), None) for key in stale]
 
-    def _put(self, action: Action, new_values: Mapping[str, Any], old_key: RowKey | None) -> RowEffect | None:
+    def _put(self, action: Action, new_values: Mapping[str, Any], old_key: RowKey | None,
+             position: Position) -> RowEffect | None:
         key = self.key_of(new_values)
         source_key = key if old_key is None else old_key
         previous = self._rows.get(source_key)
@@ -157,9 +172,13 @@ class TableState:
             del self._rows[source_key]
         elif previous is not None and previous.values == values:
             return None
-        row = StoredRow(key, values, self._encode(values))
+        row = StoredRow(key, values, self._encode(values), position)
         self._rows[key] = row
         return RowEffect(action, previous, row)
+
+    def find_key(self, partial: Mapping[str, Any]) -> RowKey | None:
+        """The key of the row an old tuple (a key or a full row) names, None when no row matches."""
+        return self._find_key(partial)
 
     def _find_key(self, partial: Mapping[str, Any]) -> RowKey | None:
         """The key of the row an old tuple names; a scan when it holds other columns than the key."""

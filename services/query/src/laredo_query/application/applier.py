@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, RowChange, TableId
+from laredo_core.changes import BatchKind, ChangeBatchInfo, RowChange, TableId
 from laredo_core.deadletters.recorder import DeadLetterRecorder
 from laredo_core.position import BASELINE_ORDINAL_BASE, Position
 from laredo_core.stream.feed import UndecodableMessage
@@ -161,18 +161,9 @@ class _Events:
 
 def watch_change(target: QueryTable, change: RowChange) -> None:
     """Tell the table's watch which rows an applied change was about (even when it changed nothing)."""
-    if change.action is Action.TRUNCATE:
-        target.watch.touched_all(change.position)
-        return
     store = target.indexed.store
-    for values in (change.old, change.new):
-        if values:
-            try:
-                key = store.key_of(values) if store.spec.has_all(values) else store.find_key(values)
-            except ChangeRejected:
-                continue
-            if key is not None:
-                target.watch.touched(key, change.position)
+    target.watch.saw(change, lambda values: store.key_of(values) if store.spec.has_all(values)
+                     else store.find_key(values), (ChangeRejected,))
 
 
 def watch_effect(target: QueryTable, effect: RowEffect, position: Position) -> None:

@@ -1,9 +1,9 @@
 """ReplayDeadLetters on this instance: re-apply letters OAM sends to the indexed table of their pipeline, in order.
 
-Rules (a replay never rolls a row back):
+Rules (a replay never rolls a row back; fan-out decides by the same rule, laredo_core.deadletters.supersede):
 - a change whose row changed after it (the table's KeyWatch saw a later change of that key, even a delete), or
   whose stored row holds a later position, is SUPERSEDED: nothing is applied;
-- a TRUNCATE is SUPERSEDED as soon as the table applied anything after it;
+- a TRUNCATE is SUPERSEDED as soon as the table applied a stream change after it;
 - otherwise it is applied as it would have been (unique indexes checked again) and subscribers get its event:
   APPLIED; one that is rejected again is FAILED with the new reason.
 The letters stay in the store: OAM removes them.
@@ -11,12 +11,13 @@ The letters stay in the store: OAM removes them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from laredo_core.changes import Action, ChangeBatchInfo, RowChange, TableId
+from laredo_core.changes import ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
-from laredo_core.deadletters.instance_replay import answer_replay, replay_page, truncate_superseded
+from laredo_core.deadletters.instance_replay import answer_replay, replay_page
+from laredo_core.deadletters.supersede import ABSENT, superseded
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.replay import ChangeDecoder, ReplayReport
 
@@ -24,6 +25,7 @@ from laredo_query.application.applier import TARGET_TYPE, watch_change
 from laredo_query.application.query_table import QueryTable
 from laredo_query.domain.errors import ChangeRejected
 from laredo_query.domain.events import ChangeEvent
+from laredo_query.domain.row_store import RowStore
 from laredo_query.ports import Clock
 
 
@@ -49,9 +51,9 @@ class QueryDeadLetterReplay:
 
     def _apply(self, target: QueryTable, batch: ChangeBatchInfo, changes: list[RowChange],
                events: list[ChangeEvent]) -> int:
-        applied = 0
+        applied, rows = 0, _Rows(target.indexed.store)
         for change in changes:
-            if _superseded(target, change):
+            if superseded(change, rows, target.watch, target.applied_position):
                 continue
             effect = target.indexed.apply(change)
             if target.watch:
@@ -63,21 +65,16 @@ class QueryDeadLetterReplay:
         return applied
 
 
-def _superseded(target: QueryTable, change: RowChange) -> bool:
-    """Whether the table already holds something newer than the change (see the module's rules)."""
-    if change.action is Action.TRUNCATE:
-        return truncate_superseded(target, change)
-    position = change.position
-    store = target.indexed.store
-    values = change.old if change.action is Action.DELETE else change.new
-    key = store.key_of(values or {})
-    later = target.watch.changed_after(key, position)
-    if later is not None:
-        return later
-    row = store.get(key)
-    if change.action is Action.DELETE:
-        return row is None or (row.position is not None and row.position > position)
-    return row is not None and row.position is not None and row.position >= position
+class _Rows:
+    """The table's rows as the supersede rule sees them."""
+
+    def __init__(self, store: RowStore) -> None:
+        self.key_of = store.key_of
+        self._get = store.get
+
+    def written_at(self, key: Hashable) -> Any:
+        row = self._get(key)  # type: ignore[arg-type]
+        return ABSENT if row is None else row.position
 
 
 def _commit_time(batch: ChangeBatchInfo, clock: Clock) -> int:

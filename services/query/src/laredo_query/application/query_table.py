@@ -6,11 +6,11 @@ import asyncio
 from typing import Any
 
 from laredo_core.changes import TableId
+from laredo_core.deadletters.key_watch import KeyWatch
 from laredo_core.position import Position
 
 from laredo_query.application.subscriptions import SubscriberHub
 from laredo_query.domain.indexed_table import IndexedTable
-from laredo_query.domain.key_watch import KeyWatch
 
 
 class ReadinessSignal:

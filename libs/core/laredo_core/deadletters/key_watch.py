@@ -3,16 +3,23 @@
 A rejected change leaves no trace in the table; if its row is deleted later, nothing in the rows says so. The
 watch remembers the keys of rejected changes and the position of the last change applied to each of them since,
 so a replay of the rejected change can tell it was overtaken even when the row is gone. Bounded: beyond
-`max_keys` the oldest keys are forgotten (a replay then falls back to the stored row's position).
+`max_keys` the oldest keys are forgotten (a replay then falls back to the stored row's position). One watch per
+table, in every service that replays dead letters (fan-out and query), so their replays decide alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
+from laredo_core.changes import Action, RowChange
 from laredo_core.position import Position
 
 DEFAULT_MAX_KEYS = 100_000
+
+#: The key of the stored row some values (a full row or an old key) name; None when no row matches. Raises the
+#: service's own error when the values cannot name a row at all.
+FindKey = Callable[[Mapping[str, Any]], Hashable | None]
 
 
 class KeyWatch:
@@ -46,3 +53,18 @@ class KeyWatch:
             return None
         touched = self._touched[key]
         return touched is not None and touched > position
+
+    def saw(self, change: RowChange, find_key: FindKey, not_found: tuple[type[Exception], ...] = ()) -> None:
+        """An applied change (even one that changed nothing) touched the rows its old and new values name;
+        values that name no row (`find_key` raised one of `not_found`) touch nothing."""
+        if change.action is Action.TRUNCATE:
+            self.touched_all(change.position)
+            return
+        for values in (change.old, change.new):
+            if values:
+                try:
+                    key = find_key(values)
+                except not_found:
+                    continue
+                if key is not None:
+                    self.touched(key, change.position)
