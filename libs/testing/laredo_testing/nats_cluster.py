@@ -8,7 +8,7 @@ import shutil
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -137,13 +137,20 @@ class NatsCluster(StartedInContext):
         raise KeyError(f"no node named {server_name!r} in cluster {self.name} "
                        f"({', '.join(n.server_name for n in self.nodes)})")
 
-    def stream_cluster(self, stream: str) -> dict[str, Any] | None:
-        """The stream's cluster info (leader, replicas with current/lag) as some running node reports it."""
+    def stream_details(self, stream: str) -> Iterator[tuple[NatsClusterNode, dict[str, Any]]]:
+        """What each running node holding a replica of `stream` reports of it on /jsz (state, cluster)."""
         for node in self.running_nodes():
             jsz = node.monitoring("jsz?accounts=true&streams=true") or {}
-            for detail in _stream_details(jsz):
-                if detail.get("name") == stream and detail.get("cluster", {}).get("leader"):
-                    return dict(detail["cluster"])
+            for account in jsz.get("account_details") or []:
+                for detail in account.get("stream_detail") or []:
+                    if detail.get("name") == stream:
+                        yield node, detail
+
+    def stream_cluster(self, stream: str) -> dict[str, Any] | None:
+        """The stream's cluster info (leader, replicas with current/lag) as some running node reports it."""
+        for _, detail in self.stream_details(stream):
+            if detail.get("cluster", {}).get("leader"):
+                return dict(detail["cluster"])
         return None
 
     def stream_leader(self, stream: str, timeout: float = 30.0) -> NatsClusterNode:
@@ -155,19 +162,14 @@ class NatsCluster(StartedInContext):
             node = self.node(info["leader"])
             return node if node.running else None
 
-        found = wait_until(leader, timeout=timeout, interval=0.2, what=f"stream {stream} to have a leader among running nodes")
+        found = wait_until(leader, timeout=timeout, interval=0.2,
+                           what=f"stream {stream} to have a leader among running nodes")
         assert isinstance(found, NatsClusterNode)
         return found
 
     def stream_states(self, stream: str) -> dict[str, dict[str, Any]]:
         """`stream`'s state (messages, first_seq, last_seq, ...) per running node that holds a replica of it."""
-        states = {}
-        for node in self.running_nodes():
-            jsz = node.monitoring("jsz?accounts=true&streams=true") or {}
-            for detail in _stream_details(jsz):
-                if detail.get("name") == stream:
-                    states[node.server_name] = dict(detail.get("state", {}))
-        return states
+        return {node.server_name: dict(detail.get("state", {})) for node, detail in self.stream_details(stream)}
 
     def wait_stream_replicated(self, stream: str, replicas: int, timeout: float = 60.0) -> dict[str, Any]:
         """Wait until `replicas` running nodes hold `stream` with the same last sequence; returns that state."""
@@ -193,8 +195,3 @@ class NatsCluster(StartedInContext):
         finally:
             untrack(self)
             shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _stream_details(jsz: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    for account in jsz.get("account_details") or []:
-        yield from account.get("stream_detail") or []
