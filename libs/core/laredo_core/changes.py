@@ -88,6 +88,11 @@ class ChangeBatchInfo:
     baseline_row_count: int = 0
     old_columns: tuple[ColumnInfo, ...] = ()
     reason: str = ""
+    epoch: int = 0  # the source's WAL epoch (laredo_core.position.Position.epoch)
+
+    def position(self, ordinal: int) -> Position:
+        """A position of this message's transaction or baseline (control batches: BASELINE_BEGIN's, END's)."""
+        return Position(self.commit_lsn, ordinal, self.epoch)
 
     @property
     def key_columns(self) -> tuple[str, ...]:

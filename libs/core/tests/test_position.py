@@ -49,3 +49,26 @@ def test_bare_lsn_covers_every_change_at_that_lsn() -> None:
 def test_position_rejects_malformed_ordinals(bad: str) -> None:
     with pytest.raises(PositionError):
         Position.parse(bad)
+
+
+def test_a_later_epoch_sorts_after_everything_of_earlier_ones_and_round_trips() -> None:
+    old = Position(0x5_0000_0000, 7)
+    new = Position(0x100, BASELINE_ORDINAL_BASE, epoch=1)
+    assert old < new and Position(0x100) < new and max(old, new) is new
+    for position in (new, Position(0x100, 3, 2), Position(0x2A, epoch=12)):
+        assert Position.parse(str(position)) == position
+    assert str(Position(0x16B3748, 5, 2)) == "2@0/016B3748:5"
+    assert Position.parse("0/16B3748:5") == Position(0x16B3748, 5, 0)
+
+
+@pytest.mark.parametrize("bad", ["x@0/1:2", "@0/1", "-1@0/1"])
+def test_position_rejects_a_malformed_epoch(bad: str) -> None:
+    with pytest.raises(PositionError):
+        Position.parse(bad)
+
+
+def test_keys_order_as_positions_do_and_give_them_back() -> None:
+    positions = [Position(5, BASELINE_ORDINAL_BASE), Position(5, 3), Position(5), Position(0xFFFF_FFFF_FFFF, 9),
+                 Position(1, 0, 1), Position(1, 2, 1), Position(0, 0, 2)]
+    assert sorted(positions, key=lambda p: p.key) == sorted(positions) == positions
+    assert [Position.from_key(p.key) for p in positions] == positions

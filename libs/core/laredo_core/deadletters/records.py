@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from laredo.stream.v1 import change_stream_pb2 as pb
 from laredo_core.deadletters.model import WHOLE_MESSAGE, DeadLetter, letter_from_dict, letter_to_dict
 from laredo_core.errors import ProtocolError
-from laredo_core.position import Position
+from laredo_core.position import END_OF_LSN
 from laredo_core.stream.codec import decode_batch
 from laredo_core.tuples import UNCHANGED
 
@@ -47,7 +47,7 @@ def prepare(letter: DeadLetter) -> DeadLetter:
         batch = decode_batch(letter.message, json_values=True)
     except ProtocolError:
         return dataclasses.replace(letter, change_index=WHOLE_MESSAGE, decodable=False)
-    position = batch.changes[0].position if batch.changes else Position(batch.commit_lsn)
+    position = batch.changes[0].position if batch.changes else batch.position(END_OF_LSN)
     return dataclasses.replace(letter, change_index=WHOLE_MESSAGE, decodable=True, action=batch.kind.value,
                                position=str(position), xid=batch.xid, old_values=None, new_values=None)
 

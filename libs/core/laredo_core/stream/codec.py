@@ -156,9 +156,9 @@ def decode_batch(data: bytes, *, json_values: bool = False) -> ChangeBatchInfo:
     if msg.kind not in _KINDS:
         raise ProtocolError(f"change batch has unknown kind {msg.kind}")
     columns = tuple(_column_from_proto(c) for c in msg.columns)
-    lsn = msg.commit_lsn
+    lsn, epoch = msg.commit_lsn, msg.epoch
     plan = _fast_row_plan(columns, json_values) if msg.changes else ()
-    changes = [_decode_change(columns, plan, lsn, ch, json_values) for ch in msg.changes]
+    changes = [_decode_change(columns, plan, lsn, epoch, ch, json_values) for ch in msg.changes]
     return ChangeBatchInfo(
         source_id=msg.source_id,
         kind=_KINDS[msg.kind],
@@ -175,11 +175,12 @@ def decode_batch(data: bytes, *, json_values: bool = False) -> ChangeBatchInfo:
         baseline_row_count=msg.baseline_row_count,
         old_columns=tuple(_column_from_proto(c) for c in msg.old_columns),
         reason=msg.reason,
+        epoch=epoch,
     )
 
 
 def _decode_change(columns: tuple[ColumnInfo, ...], plan: tuple[tuple[str, BytesConverter, bool], ...], lsn: int,
-                   ch: pb.Change, json_values: bool) -> RowChange:
+                   epoch: int, ch: pb.Change, json_values: bool) -> RowChange:
     action = _ACTIONS.get(ch.action)
     if action is None:
         raise ProtocolError(f"change at ordinal {ch.ordinal} has unknown action {ch.action}")
@@ -190,4 +191,4 @@ def _decode_change(columns: tuple[ColumnInfo, ...], plan: tuple[tuple[str, Bytes
         raise ProtocolError(f"{action.value} at ordinal {ch.ordinal} carries no new row")
     if action is Action.DELETE and old is None:
         raise ProtocolError(f"DELETE at ordinal {ch.ordinal} carries no old row or key")
-    return RowChange(Position(lsn, ch.ordinal), action, old, new, ch.old_is_key_only)
+    return RowChange(Position(lsn, ch.ordinal, epoch), action, old, new, ch.old_is_key_only)

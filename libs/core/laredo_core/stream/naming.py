@@ -63,6 +63,12 @@ def baseline_msg_id(source_id: str, baseline_id: str, table: TableId, chunk: int
     return f"{source_id}:bl:{baseline_id}:{table}:{chunk}"
 
 
+def epoch_msg_id(msg_id: str, epoch: int) -> str:
+    """The Nats-Msg-Id of a message of WAL epoch `epoch`: positions of a new epoch repeat earlier ones (the
+    WAL started again lower), so their ids must not be taken for duplicates of the earlier messages."""
+    return f"{msg_id}@e{epoch}" if epoch else msg_id
+
+
 def control_msg_id(source_id: str, kind: str, lsn: int, table: TableId, discriminator: str = "") -> str:
     suffix = f":{discriminator}" if discriminator else ""
     return f"{source_id}:{kind}:{format_lsn(lsn)}:{table}{suffix}"

@@ -282,3 +282,36 @@ async def test_gauges_report_lag_progress_and_state(world: World, running) -> No
     gauges = service.status.gauges()
     assert gauges["changes_total"] == 1 and gauges["streaming"] == 1 and gauges["baseline_running"] == 0
     assert service.status.report()["baseline"]["rows"] == 3
+
+
+async def test_a_source_whose_wal_started_again_lower_is_baselined_in_a_new_epoch(world: World) -> None:
+    """The same stream and state, then a source whose WAL is behind the stream (restored from an earlier
+    backup, say): the slot is gone, the new baseline's positions are lower than those the stream holds, so it
+    is published in epoch 1 after a RESYNC_REQUIRED naming why; later transactions stay in epoch 1."""
+    service, stop = world.service(), asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    await eventually(lambda: service.status.phase is IngestPhase.STREAMING, what="streaming")
+    for i in range(4, 40):
+        world.source.commit([WalBuilder.relation(USERS), ins(i, "x" * 200)])
+    last = world.source.commit([WalBuilder.relation(USERS), ins(99, "last")])
+    await eventually(lambda: world.source.slots["laredo_main"].confirmed_flush_lsn == last, what="all confirmed")
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert {m.epoch for m in world.publisher.stored} == {0}
+
+    restored = MemorySource()  # its WAL starts again where the first one's did
+    restored.add_table(USERS, [[b"1", b"ann"], [b"7", b"restored"]])
+    world.source = restored
+    before = len(world.publisher.stored)
+    service, stop = world.service(), asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    await eventually(lambda: service.status.phase is IngestPhase.STREAMING, what="streaming again")
+    world.source.commit([WalBuilder.relation(USERS), ins(8, "after")])
+    await eventually(lambda: world.publisher.stored[-1].batch.kind is BatchKind.TRANSACTION,
+                     what="the new transaction")
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    new = world.publisher.stored[before:]
+    assert {m.epoch for m in new} == {1} and world.state.states["main"].epoch == 1
+    assert new[0].batch.kind is BatchKind.RESYNC_REQUIRED and "started again lower" in new[0].batch.reason
+    assert new[1].batch.commit_lsn < world.publisher.stored[before - 1].batch.commit_lsn  # lower, yet later

@@ -17,7 +17,17 @@ from laredo_ingest.domain.prerequisites import (
     check_tables_exist,
     plan_publication,
 )
-from laredo_ingest.domain.start_plan import IngestState, SlotInfo, SlotMode, StartKind, plan_start
+from laredo_ingest.domain.start_plan import (
+    IngestState,
+    SlotInfo,
+    SlotMode,
+    StartKind,
+    StreamTail,
+    current_epoch,
+    epoch_for_baseline,
+    plan_start,
+    wal_behind_stream,
+)
 
 T1, T2, T3 = TableId("public", "a"), TableId("public", "b"), TableId("s", "c")
 SLOT = SlotInfo("slot", "pgoutput", "db", False, False, 0x500)
@@ -154,3 +164,28 @@ def test_restrictions_make_a_managed_publication_set_as_a_whole() -> None:
                          restrictions=[PublishedTableSpec(T3, row_filter="true")])
     with pytest.raises(PublicationError, match=r"FOR TABLE public.a \(id\) WHERE \(id > 1\)"):
         plan_publication("pub", None, [T1], manage=False, source_id="main", restrictions=[spec])
+
+
+@pytest.mark.parametrize(("tail", "epoch", "wal_lsn", "behind"), [
+    (None, 0, 0x100, False),  # an empty stream: nothing to be behind
+    (StreamTail(9, 0, 0x5000), 0, 0x6000, False),  # the WAL went on past the stream: continue
+    (StreamTail(9, 0, 0x5000), 0, 0x5000, True),  # at the stream's last position: started again
+    (StreamTail(9, 0, 0x5000), 0, 0x100, True),  # a restore, a lagging standby, a new database
+    (StreamTail(9, 1, 0x5000), 2, 0x100, False),  # the stream's tail is of an earlier epoch than ours
+    (StreamTail(9, 2, 0x5000), 2, 0x100, True),
+])
+def test_the_wal_is_behind_the_stream_only_at_or_before_its_last_position_in_this_epoch(
+        tail: StreamTail | None, epoch: int, wal_lsn: int, behind: bool) -> None:
+    reason = wal_behind_stream(tail, epoch, wal_lsn)
+    assert bool(reason) is behind
+    assert epoch_for_baseline(epoch, tail, wal_lsn) == epoch + behind
+    if behind:
+        assert "started again lower" in reason and "0/00005000" in reason
+
+
+def test_the_current_epoch_is_the_later_of_the_state_and_the_stream() -> None:
+    state = IngestState("s", "1", 0, True, (), epoch=3)
+    assert current_epoch(None, None) == 0
+    assert current_epoch(state, None) == 3
+    assert current_epoch(state, StreamTail(1, 5, 0)) == 5
+    assert current_epoch(None, StreamTail(1, 2, 0)) == 2

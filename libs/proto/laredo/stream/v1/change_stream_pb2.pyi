@@ -95,7 +95,7 @@ class Change(_message.Message):
     def __init__(self, action: _Optional[_Union[Action, str]] = ..., ordinal: _Optional[int] = ..., old_tuple: _Optional[bytes] = ..., new_tuple: _Optional[bytes] = ..., old_is_key_only: _Optional[bool] = ...) -> None: ...
 
 class ChangeBatch(_message.Message):
-    __slots__ = ("source_id", "kind", "table", "columns", "replica_identity", "commit_lsn", "end_lsn", "xid", "commit_time_unix_us", "chunk", "last_chunk", "changes", "baseline_id", "baseline_row_count", "old_columns", "reason")
+    __slots__ = ("source_id", "kind", "table", "columns", "replica_identity", "commit_lsn", "end_lsn", "xid", "commit_time_unix_us", "chunk", "last_chunk", "changes", "baseline_id", "baseline_row_count", "old_columns", "reason", "epoch")
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,7 @@ class ChangeBatch(_message.Message):
     BASELINE_ROW_COUNT_FIELD_NUMBER: _ClassVar[int]
     OLD_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     source_id: str
     kind: BatchKind
     table: TableRef
@@ -128,4 +129,5 @@ class ChangeBatch(_message.Message):
     baseline_row_count: int
     old_columns: _containers.RepeatedCompositeFieldContainer[Column]
     reason: str
-    def __init__(self, source_id: _Optional[str] = ..., kind: _Optional[_Union[BatchKind, str]] = ..., table: _Optional[_Union[TableRef, _Mapping]] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., replica_identity: _Optional[_Union[ReplicaIdentity, str]] = ..., commit_lsn: _Optional[int] = ..., end_lsn: _Optional[int] = ..., xid: _Optional[int] = ..., commit_time_unix_us: _Optional[int] = ..., chunk: _Optional[int] = ..., last_chunk: _Optional[bool] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., baseline_id: _Optional[str] = ..., baseline_row_count: _Optional[int] = ..., old_columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+    epoch: int
+    def __init__(self, source_id: _Optional[str] = ..., kind: _Optional[_Union[BatchKind, str]] = ..., table: _Optional[_Union[TableRef, _Mapping]] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., replica_identity: _Optional[_Union[ReplicaIdentity, str]] = ..., commit_lsn: _Optional[int] = ..., end_lsn: _Optional[int] = ..., xid: _Optional[int] = ..., commit_time_unix_us: _Optional[int] = ..., chunk: _Optional[int] = ..., last_chunk: _Optional[bool] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., baseline_id: _Optional[str] = ..., baseline_row_count: _Optional[int] = ..., old_columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., reason: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...

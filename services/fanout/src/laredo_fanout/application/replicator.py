@@ -1,7 +1,9 @@
 """Apply stream messages to each target's rows and journal: the ChangeSink of the fan-out service.
 
 Positions are the idempotency key: a change at or before the table's applied position is a
-replay and is skipped, and said loudly (PositionRegressions): positions only grow along a stream. Control batches get positions that sort where the stream puts them:
+replay and is skipped, and said loudly (PositionRegressions): positions only grow along a stream.
+A new epoch (the source's WAL started again lower) sorts after everything before it, so its baseline
+is applied. Control batches get positions that sort where the stream puts them:
 BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before
 the first change committed at the baseline's snapshot LSN.
 
@@ -104,7 +106,7 @@ class Replicator:
         if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
             return self._apply_changes(replica, message, trace)
         if kind is BatchKind.BASELINE_BEGIN:
-            position = Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1)
+            position = batch.position(BASELINE_ORDINAL_BASE - 1)
             if replica.accepts(position):
                 replica.state.begin_baseline(batch.baseline_id)
                 replica.applied_position = position
@@ -144,13 +146,13 @@ class Replicator:
         return appended
 
     def _end_baseline(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
-        end = Position(batch.commit_lsn, -1)
+        end = batch.position(-1)
         if not replica.accepts(end):
             return 0
         effects = replica.state.end_baseline(batch.baseline_id)
         for index, effect in enumerate(effects):
             # Ordinals -n .. -1: after every baseline row, before every change at the snapshot LSN.
-            self._journal(replica, effect, Position(batch.commit_lsn, index - len(effects)), batch, trace)
+            self._journal(replica, effect, batch.position(index - len(effects)), batch, trace)
         replica.applied_position = end
         if not replica.baseline_complete:
             log.info("%s: baseline %s complete (%d rows)", replica.table, batch.baseline_id, len(replica.state))
@@ -174,5 +176,5 @@ def _has_news(replica: TableReplica, batch: ChangeBatchInfo) -> bool:
     """Whether the message goes beyond the applied position (its last change, or its LSN for control)."""
     if batch.changes:
         return replica.accepts(batch.changes[-1].position)
-    return batch.commit_lsn == 0 or replica.accepts(Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1))
+    return batch.commit_lsn == 0 or replica.accepts(batch.position(BASELINE_ORDINAL_BASE - 1))
 

@@ -112,7 +112,7 @@ class TableReplica:
     def accepts(self, position: Position) -> bool:
         """Whether a change at `position` is new: replays of applied positions are skipped."""
         applied = self.applied_position
-        return applied is None or (position.lsn, position.ordinal) > (applied.lsn, applied.ordinal)
+        return applied is None or position > applied
 
     def next_repair_position(self) -> Position:
         """The position of a change this instance makes without a stream change of its own (RestoreSnapshot,

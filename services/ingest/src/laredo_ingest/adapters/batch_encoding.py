@@ -47,9 +47,10 @@ def _encode_table_part(source_id: str, schema: TableSchema) -> bytes:
     ).SerializeToString()
 
 
-def encode_batch(batch: OutboundBatch) -> bytes:
+def encode_batch(batch: OutboundBatch, epoch: int = 0) -> bytes:
+    """`epoch`: the source's WAL epoch of the message's positions (0 is not written)."""
     message = pb.ChangeBatch(
-        kind=KIND_TO_PROTO[batch.kind], commit_lsn=batch.commit_lsn, end_lsn=batch.end_lsn, xid=batch.xid,
+        epoch=epoch, kind=KIND_TO_PROTO[batch.kind], commit_lsn=batch.commit_lsn, end_lsn=batch.end_lsn, xid=batch.xid,
         commit_time_unix_us=batch.commit_time_unix_us, chunk=batch.chunk, last_chunk=batch.last_chunk,
         baseline_id=batch.baseline_id, baseline_row_count=batch.baseline_row_count, reason=batch.reason,
     )

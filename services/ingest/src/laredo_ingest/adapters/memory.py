@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from laredo_core.stream.naming import epoch_msg_id
+
 from laredo_ingest.adapters.memory_source import (
     MemoryReplicationStream,
     MemorySource,
@@ -20,7 +22,7 @@ from laredo_ingest.adapters.memory_source import (
 )
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError, PublishFailed, StateStoreUnavailable
-from laredo_ingest.domain.start_plan import IngestState
+from laredo_ingest.domain.start_plan import IngestState, StreamTail
 from laredo_ingest.ports import AckCallback, StreamSpec
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
 class PublishedMessage:
     batch: OutboundBatch
     headers: dict[str, str]
+    epoch: int = 0
 
 
 class InMemoryChangePublisher:
@@ -56,14 +59,22 @@ class InMemoryChangePublisher:
         self._held: list[tuple[AckCallback, IngestError | None]] = []
         self._ids: set[str] = set()
         self._broken_after = ""  # the rejected message every later one of this session follows
+        self.epoch = 0
         self._window = asyncio.Semaphore(max_pending)
         self._pending = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
-    async def ensure_stream(self, spec: StreamSpec) -> None:
+    async def ensure_stream(self, spec: StreamSpec) -> StreamTail | None:
         self.spec = spec
         self._broken_after = ""
+        if not self.stored:
+            return None
+        last = self.stored[-1]
+        return StreamTail(len(self.stored), last.epoch, last.batch.commit_lsn)
+
+    def use_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
 
     async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
                       trace_headers: Mapping[str, str] | None = None) -> None:
@@ -73,18 +84,19 @@ class InMemoryChangePublisher:
         self._pending += 1
         self._idle.clear()
         error: IngestError | None = None
+        msg_id = epoch_msg_id(batch.msg_id, self.epoch)
         if batch.msg_id in self.fail_msg_ids or self.fail_next > 0:
             self.fail_next = max(0, self.fail_next - 1)
             error = PublishFailed(f"JetStream rejected {batch.msg_id} (test fault)")
             self._broken_after = self._broken_after or batch.msg_id
-        elif batch.msg_id in self._ids:
+        elif msg_id in self._ids:
             self.duplicates += 1
         elif self._broken_after:
             error = PublishFailed(f"JetStream refused {batch.msg_id}: {self._broken_after}, published before "
                                   "it, is not stored")
         else:
-            self._ids.add(batch.msg_id)
-            self.stored.append(PublishedMessage(batch, dict(trace_headers or {})))
+            self._ids.add(msg_id)
+            self.stored.append(PublishedMessage(batch, dict(trace_headers or {}), self.epoch))
         if self.hold_acks:
             self._held.append((on_ack, error))
         else:

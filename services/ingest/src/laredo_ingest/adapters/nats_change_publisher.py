@@ -32,7 +32,9 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
+from laredo_core.errors import ProtocolError
 from laredo_core.position import format_lsn
+from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.naming import (
     HEADER_COMMIT_LSN,
     HEADER_END_LSN,
@@ -41,6 +43,7 @@ from laredo_core.stream.naming import (
     HEADER_KIND,
     HEADER_MSG_ID,
     HEADER_TABLE,
+    epoch_msg_id,
 )
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
@@ -49,6 +52,7 @@ from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_fast_publish import FastPublisher, intercept_replies, sanitize
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError, PublishFailed, StreamSetupFailed
+from laredo_ingest.domain.start_plan import StreamTail
 from laredo_ingest.ports import AckCallback, StreamSpec
 
 log = logging.getLogger(__name__)
@@ -83,8 +87,9 @@ class NatsChangePublisher:
         self._trace_source: Mapping[str, str] | None = None
         self._trace_lines = ""
         self._expected_last = ""  # the header line naming the predecessor of the next change-stream message
+        self._epoch = 0
 
-    async def ensure_stream(self, spec: StreamSpec) -> None:
+    async def ensure_stream(self, spec: StreamSpec) -> StreamTail | None:
         js = await self._connection.jetstream()
         config = StreamConfig(name=spec.name, subjects=list(spec.subjects), storage=StorageType.FILE,
                               duplicate_window=spec.duplicate_window, max_age=spec.max_age,
@@ -108,19 +113,32 @@ class NatsChangePublisher:
         if self._dead_letters is not None and self._dead_letter_stream is not None:
             await self._ensure_dead_letter_stream(js, self._dead_letter_stream)
         await self._listen_for_acks()
-        await self._start_chain(js, spec.name)
+        return await self._start_chain(js, spec.name)
 
-    async def _start_chain(self, js: JetStreamContext, name: str) -> None:
+    def use_epoch(self, epoch: int) -> None:
+        self._epoch = epoch
+
+    async def _start_chain(self, js: JetStreamContext, name: str) -> StreamTail | None:
         """The next message must follow the stream's last one: whatever an earlier session left in flight
         has failed (a late arrival of it makes the first new message fail, and the session start again)."""
         self._fail_all("a new publishing session started")
         try:
             info = await js.stream_info(name)
+            last = info.state.last_seq
+            tail = await js.get_msg(name, last) if last else None
         except (nats.errors.Error, nats.js.errors.APIError) as exc:
-            raise StreamSetupFailed(f"cannot read the last sequence of JetStream stream {name} ({exc!r})",
+            raise StreamSetupFailed(f"cannot read the last message of JetStream stream {name} ({exc!r})",
                                     retryable=True) from exc
-        self._expected_last = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {info.state.last_seq}\r\n"
-        log.debug("publishing to %s after its sequence %d", name, info.state.last_seq)
+        self._expected_last = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {last}\r\n"
+        log.debug("publishing to %s after its sequence %d", name, last)
+        if tail is None:
+            return None
+        try:
+            batch = decode_batch(tail.data or b"")
+        except ProtocolError as exc:
+            raise StreamSetupFailed(f"the last message ({last}) of JetStream stream {name} is not a change batch "
+                                    f"({exc}); is another publisher writing to its subjects?") from exc
+        return StreamTail(last, batch.epoch, batch.commit_lsn)
 
     async def _ensure_dead_letter_stream(self, js: JetStreamContext, config: StreamConfig) -> None:
         """Created when missing; its limits are the dead-letter store's business (it updates them)."""
@@ -137,13 +155,14 @@ class NatsChangePublisher:
 
     async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
                       trace_headers: Mapping[str, str] | None = None) -> None:
-        if self._dead_letters is not None and not batch.schema.has_usable_key:
+        if self._dead_letters is not None and batch.dead_letter:
             await self._publish_dead_letters(batch, on_ack)
             return
-        headers = self._headers(batch, trace_headers)
+        msg_id = epoch_msg_id(batch.msg_id, self._epoch)
+        headers = self._headers(batch, msg_id, trace_headers)
         # The chain moves on even if this message never leaves: a successor must not be stored without it.
-        self._expected_last = f"{HEADER_EXPECTED_LAST_MSG_ID}: {sanitize(batch.msg_id)}\r\n"
-        await self._send(batch.subject, batch.msg_id, headers, encode_batch(batch), on_ack)
+        self._expected_last = f"{HEADER_EXPECTED_LAST_MSG_ID}: {sanitize(msg_id)}\r\n"
+        await self._send(batch.subject, msg_id, headers, encode_batch(batch, self._epoch), on_ack)
 
     async def _publish_dead_letters(self, batch: OutboundBatch, on_ack: AckCallback) -> None:
         """One dead letter per change and pipeline; `on_ack` once all of them are stored (or the first fails)."""
@@ -180,13 +199,13 @@ class NatsChangePublisher:
         if self._watchdog is None or self._watchdog.done():
             self._watchdog = asyncio.create_task(self._expire_overdue(), name="ingest-ack-deadline")
 
-    def _headers(self, batch: OutboundBatch, trace_headers: Mapping[str, str] | None) -> bytes:
+    def _headers(self, batch: OutboundBatch, msg_id: str, trace_headers: Mapping[str, str] | None) -> bytes:
         """The header block: one f-string per message, the trace lines encoded once per span."""
         if trace_headers is not self._trace_source:
             self._trace_source = trace_headers
             self._trace_lines = "".join(f"{k}: {sanitize(v)}\r\n" for k, v in (trace_headers or {}).items())
         end = f"{HEADER_END_LSN}: {format_lsn(batch.end_lsn)}\r\n" if batch.end_lsn else ""
-        return (f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(batch.msg_id)}\r\n{HEADER_KIND}: {batch.kind.value}\r\n"
+        return (f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(msg_id)}\r\n{HEADER_KIND}: {batch.kind.value}\r\n"
                 f"{HEADER_COMMIT_LSN}: {format_lsn(batch.commit_lsn)}\r\n"
                 f"{HEADER_TABLE}: {sanitize(str(batch.schema.table))}\r\n{end}{self._expected_last}"
                 f"{self._trace_lines}\r\n").encode()

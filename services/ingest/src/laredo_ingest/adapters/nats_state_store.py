@@ -85,7 +85,7 @@ def _encode(state: IngestState) -> bytes:
         "slot_name": state.slot_name, "system_identifier": state.system_identifier,
         "baseline_lsn": format_lsn(state.baseline_lsn), "baseline_complete": state.baseline_complete,
         "tables": list(state.tables), "baseline_id": state.baseline_id,
-        "reload_tables": list(state.reload_tables), "paused": state.paused,
+        "reload_tables": list(state.reload_tables), "paused": state.paused, "epoch": state.epoch,
         "updated_unix_ms": int(time.time() * 1000),
     }, separators=(",", ":")).encode()
 
@@ -95,7 +95,8 @@ def _decode(data: bytes, source_id: str) -> IngestState:
         doc = json.loads(data)
         return IngestState(str(doc["slot_name"]), str(doc["system_identifier"]), parse_lsn(doc["baseline_lsn"]),
                            bool(doc["baseline_complete"]), tuple(doc["tables"]), str(doc.get("baseline_id", "")),
-                           tuple(doc.get("reload_tables", ())), bool(doc.get("paused", False)))
+                           tuple(doc.get("reload_tables", ())), bool(doc.get("paused", False)),
+                           int(doc.get("epoch", 0)))
     except (ValueError, KeyError, TypeError) as exc:
         raise IngestError(f"ingest state of source {source_id} is unreadable ({exc!r}); delete the key to "
                           "force a new baseline") from exc

@@ -199,7 +199,10 @@ class IngestService:
         why = wal_behind_stream(tail, state.epoch, snapshot_lsn)
         log.warning("source %s: %s; the baseline at %s starts epoch %d, which every consumer applies whatever "
                     "positions it holds", self._options.source_id, why, format_lsn(snapshot_lsn), epoch)
-        return resync_reason or f"{why}; new epoch {epoch}", dataclasses.replace(state, epoch=epoch)
+        reason = f"{why}; new epoch {epoch}"
+        if resync_reason and why not in resync_reason:
+            reason = f"{resync_reason}; {reason}"
+        return reason, dataclasses.replace(state, epoch=epoch)
 
     async def _record_state(self, **changes: Any) -> None:
         """Update fields of the stored state (pending re-baselines, paused)."""

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from laredo_core.changes import TableId
+from laredo_core.position import format_lsn
 
 
 class SlotMode(enum.Enum):
@@ -46,10 +47,43 @@ class IngestState:
     reload_tables: tuple[str, ...] = ()
     #: An operator paused reading the slot; a restart (or another instance) stays paused.
     paused: bool = False
+    #: The source's WAL epoch (laredo_core.position.Position.epoch) of the stream's messages.
+    epoch: int = 0
 
     @staticmethod
     def table_names(tables: Iterable[TableId | str]) -> tuple[str, ...]:
         return tuple(sorted(str(t) for t in tables))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTail:
+    """The stream's last message when a session starts: the furthest position a consumer may hold."""
+
+    sequence: int
+    epoch: int
+    commit_lsn: int  # its transaction's commit LSN, or its baseline's snapshot LSN
+
+
+def current_epoch(state: IngestState | None, tail: StreamTail | None) -> int:
+    """The epoch ingest publishes in: the later of what it stored and what the stream holds."""
+    return max(state.epoch if state is not None else 0, tail.epoch if tail is not None else 0)
+
+
+def wal_behind_stream(tail: StreamTail | None, epoch: int, wal_lsn: int) -> str:
+    """Why the source's WAL is behind positions the stream already holds ("" when it is not): it started
+    again lower (a failover to a lagging standby, a point-in-time or file-system restore, a re-created
+    database), so the slot cannot be trusted to continue where the stream stopped."""
+    if tail is None or tail.epoch < epoch or wal_lsn > tail.commit_lsn:
+        return ""
+    return (f"the source's WAL is at {format_lsn(wal_lsn)}, at or before {format_lsn(tail.commit_lsn)} that the "
+            f"stream already holds (message {tail.sequence}): the source's WAL started again lower (failover to "
+            "a lagging standby, a restore or a re-created database)")
+
+
+def epoch_for_baseline(epoch: int, tail: StreamTail | None, snapshot_lsn: int) -> int:
+    """The epoch of a baseline taken at snapshot_lsn: the next one when the stream already holds a position at
+    or after it, so that consumers apply it instead of skipping it as a replay."""
+    return epoch + 1 if wal_behind_stream(tail, epoch, snapshot_lsn) else epoch
 
 
 class StartKind(enum.Enum):

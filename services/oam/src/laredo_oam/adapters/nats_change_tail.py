@@ -54,7 +54,7 @@ def observed_changes(source_id: str, data: bytes) -> list[ObservedChange]:
     if batch.kind != pb.BATCH_KIND_TRANSACTION:
         return []
     table = TableId(batch.table.schema, batch.table.name)
-    return [ObservedChange(source_id, table, _ACTIONS[c.action], Position(batch.commit_lsn, c.ordinal), batch.xid)
+    return [ObservedChange(source_id, table, _ACTIONS[c.action], Position(batch.commit_lsn, c.ordinal, batch.epoch), batch.xid)
             for c in batch.changes if c.action in _ACTIONS]
 
 

@@ -1,7 +1,9 @@
 """Apply stream messages to each table's rows and indexes: the ChangeSink of the query service.
 
 Positions are the idempotency key: a change at or before the table's applied position is a replay and
-is skipped, and said loudly (PositionRegressions): positions only grow along a stream. Control batches get positions that sort where the stream puts them (as fan-out does):
+is skipped, and said loudly (PositionRegressions): positions only grow along a stream. A new epoch (the
+source's WAL started again lower) sorts after everything before it, so its baseline is applied. Control
+batches get positions that sort where the stream puts them (as fan-out does):
 BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before the first
 change committed at the baseline's snapshot LSN. Subscribers get one event per effective change.
 
@@ -82,7 +84,7 @@ class ChangeApplier:
         if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
             self._apply_changes(target, message, events)
         elif kind is BatchKind.BASELINE_BEGIN:
-            position = Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1)
+            position = batch.position(BASELINE_ORDINAL_BASE - 1)
             if target.accepts(position):
                 target.indexed.begin_baseline(batch.baseline_id)
                 target.applied_position = position
@@ -127,13 +129,13 @@ class ChangeApplier:
                 target.table, message.stream_sequence, batch.changes[0].position, applied_before, skipped)
 
     def _end_baseline(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
-        end = Position(batch.commit_lsn, -1)
+        end = batch.position(-1)
         if not target.accepts(end):
             return
         effects = target.indexed.end_baseline(batch.baseline_id)
         for index, effect in enumerate(effects):
             # Ordinals -n .. -1: after every baseline row, before every change at the snapshot LSN.
-            events.add(effect, Position(batch.commit_lsn, index - len(effects)))
+            events.add(effect, batch.position(index - len(effects)))
             if target.watch:
                 watch_effect(target, effect, end)
         target.applied_position = end

@@ -22,7 +22,7 @@ from laredo_core.changes import BatchKind, ColumnInfo
 from laredo_core.position import BASELINE_ORDINAL_BASE, Position
 from laredo_core.snapshots.format import SnapshotManifest
 
-from laredo_snapshot.domain.records import MessageSummary, key_columns_of
+from laredo_snapshot.domain.records import MessageSummary, key_columns_of, position_pair
 
 PositionTuple = tuple[int, int]
 
@@ -101,7 +101,7 @@ class _Walk:
     changes: int = 0
 
     def accepts(self, position: Position) -> bool:
-        return self.applied is None or (position.lsn, position.ordinal) > (self.applied.lsn, self.applied.ordinal)
+        return self.applied is None or position > self.applied
 
 
 def make_plan(start: FoldStart, summaries: Sequence[MessageSummary]) -> FoldPlan:
@@ -126,7 +126,8 @@ def make_plan(start: FoldStart, summaries: Sequence[MessageSummary]) -> FoldPlan
 def _has_news(walk: _Walk, summary: MessageSummary) -> bool:
     if summary.last_position is not None:
         return walk.accepts(summary.last_position)
-    return summary.commit_lsn == 0 or walk.accepts(Position(summary.commit_lsn, BASELINE_ORDINAL_BASE - 1))
+    return summary.commit_lsn == 0 or walk.accepts(
+        Position(summary.commit_lsn, BASELINE_ORDINAL_BASE - 1, summary.epoch))
 
 
 def _adopt_columns(walk: _Walk, summary: MessageSummary) -> None:
@@ -144,16 +145,16 @@ def _apply(walk: _Walk, summary: MessageSummary) -> None:
     if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
         _apply_changes(walk, summary)
     elif kind is BatchKind.BASELINE_BEGIN:
-        begin = Position(summary.commit_lsn, BASELINE_ORDINAL_BASE - 1)
+        begin = Position(summary.commit_lsn, BASELINE_ORDINAL_BASE - 1, summary.epoch)
         if walk.accepts(begin):
-            walk.generation, walk.window_after = summary.baseline_id, (begin.lsn, begin.ordinal)
+            walk.generation, walk.window_after = summary.baseline_id, position_pair(begin)
             walk.applied = begin
     elif kind is BatchKind.BASELINE_END:
-        end = Position(summary.commit_lsn, -1)
+        end = Position(summary.commit_lsn, -1, summary.epoch)
         if walk.accepts(end):
             if summary.baseline_id != walk.generation:  # an END without its rows: nothing was seen
-                walk.window_after = (end.lsn, end.ordinal)
-            walk.resets.append(Reset(ResetKind.SWEEP, (end.lsn, end.ordinal), summary.baseline_id, walk.window_after))
+                walk.window_after = position_pair(end)
+            walk.resets.append(Reset(ResetKind.SWEEP, position_pair(end), summary.baseline_id, walk.window_after))
             walk.generation = None
             walk.applied = end
 
@@ -162,16 +163,16 @@ def _apply_changes(walk: _Walk, summary: MessageSummary) -> None:
     first, last = summary.first_position, summary.last_position
     if first is None or last is None or not walk.accepts(last):
         if first is not None and walk.applied is not None:
-            walk.bounds[summary.sequence] = (walk.applied.lsn, walk.applied.ordinal)  # all replays
+            walk.bounds[summary.sequence] = position_pair(walk.applied)  # all replays
         return
     bound = walk.applied
     if bound is not None and not walk.accepts(first):
-        walk.bounds[summary.sequence] = (bound.lsn, bound.ordinal)
+        walk.bounds[summary.sequence] = position_pair(bound)
     if summary.kind is BatchKind.BASELINE_ROWS and summary.baseline_id != walk.generation:
         # Rows of a generation whose BEGIN was not seen start it (fan-out: apply_baseline_row).
         walk.generation = summary.baseline_id
-        walk.window_after = (bound.lsn, bound.ordinal) if bound is not None else (-2, 0)
+        walk.window_after = position_pair(bound) if bound is not None else (-2, 0)
     for truncate in summary.truncates:
         if walk.accepts(truncate):
-            walk.resets.append(Reset(ResetKind.TRUNCATE, (truncate.lsn, truncate.ordinal)))
+            walk.resets.append(Reset(ResetKind.TRUNCATE, position_pair(truncate)))
     walk.applied = last

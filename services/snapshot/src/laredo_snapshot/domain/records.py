@@ -5,7 +5,8 @@ about a row travels in its record; what concerns the whole table (replays, TRUNC
 where to stop) travels in one MessageSummary per message and becomes the FoldPlan (plan.py).
 
 A record is `(key, value)` with `value = (lsn, ordinal, sub, sequence, op, row, unchanged, baseline_id)`:
-- lsn, ordinal: the change's position; snapshot rows sort before everything (BASE_POSITION);
+- lsn, ordinal: the change's position (position_pair: the epoch rides above the LSN's 64 bits); snapshot
+  rows sort before everything (BASE_POSITION);
 - sub: orders the two records of a primary-key move (0 the DELETE of the old key, 1 the PUT of the new);
 - sequence: the stream sequence of its message (0 for snapshot rows);
 - op: an Op value;
@@ -64,6 +65,7 @@ class MessageSummary:
     changes: int = 0
     #: Why this message cannot be folded key by key ("": it can), e.g. a DELETE naming its row by other columns.
     needs_sequential: str = ""
+    epoch: int = 0  # of commit_lsn (Position.epoch)
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -115,12 +117,19 @@ def records_of(sequence: int, batch: ChangeBatchInfo) -> tuple[list[Record], Mes
     return records, _summary(sequence, batch, _truncates(batch), needs_sequential)
 
 
+def position_pair(position: Position) -> tuple[int, int]:
+    """(LSN with the epoch above its 64 bits, ordinal): a stream position as a plain pair that orders as
+    positions do (stream changes carry no repair count)."""
+    return (position.epoch << 64 | position.lsn, position.ordinal)
+
+
 def _summary(sequence: int, batch: ChangeBatchInfo, truncates: tuple[Position, ...],
              needs_sequential: str) -> MessageSummary:
     changes = batch.changes
     return MessageSummary(sequence, batch.kind, batch.commit_lsn, batch.baseline_id, batch.last_chunk,
                           batch.columns, changes[0].position if changes else None,
-                          changes[-1].position if changes else None, truncates, len(changes), needs_sequential)
+                          changes[-1].position if changes else None, truncates, len(changes), needs_sequential,
+                          batch.epoch)
 
 
 def _truncates(batch: ChangeBatchInfo) -> tuple[Position, ...]:
@@ -132,7 +141,7 @@ def _truncates(batch: ChangeBatchInfo) -> tuple[Position, ...]:
 def _add_records(records: list[Record], sequence: int, change: Any, key_columns: tuple[str, ...], baseline: bool,
                  baseline_id: str) -> str:
     """Append the records of one change; returns why it needs the sequential fold ("" when it does not)."""
-    lsn, ordinal = change.position.lsn, change.position.ordinal
+    lsn, ordinal = position_pair(change.position)
     action = change.action
     if action is Action.TRUNCATE:
         return ""

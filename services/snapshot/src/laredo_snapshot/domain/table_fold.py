@@ -55,12 +55,12 @@ class TableFold:
                     self._apply_change(change, batch)
                     self.applied = change.position
         elif kind is BatchKind.BASELINE_BEGIN:
-            begin = Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1)
+            begin = batch.position(BASELINE_ORDINAL_BASE - 1)
             if self._accepts(begin):
                 self._baseline_id, self._seen = batch.baseline_id, set()
                 self.applied = begin
         elif kind is BatchKind.BASELINE_END:
-            end = Position(batch.commit_lsn, -1)
+            end = batch.position(-1)
             if self._accepts(end):
                 self._end_baseline(batch.baseline_id)
                 self.applied = end
@@ -68,12 +68,12 @@ class TableFold:
 
     def _accepts(self, position: Position) -> bool:
         applied = self.applied
-        return applied is None or (position.lsn, position.ordinal) > (applied.lsn, applied.ordinal)
+        return applied is None or position > applied
 
     def _has_news(self, batch: ChangeBatchInfo) -> bool:
         if batch.changes:
             return self._accepts(batch.changes[-1].position)
-        return batch.commit_lsn == 0 or self._accepts(Position(batch.commit_lsn, BASELINE_ORDINAL_BASE - 1))
+        return batch.commit_lsn == 0 or self._accepts(batch.position(BASELINE_ORDINAL_BASE - 1))
 
     def _adopt_columns(self, batch: ChangeBatchInfo) -> None:
         if not batch.columns or batch.columns == self.columns or not self._has_news(batch):
