@@ -15,6 +15,7 @@ from typing import Any
 
 from services.snapshot.tests.snapshot_testkit import UNCHANGED, Batches, decoded, delete, insert, row, truncate, update
 
+from laredo.stream.v1 import change_stream_pb2 as spb
 from laredo_core.changes import ChangeBatchInfo, ColumnInfo
 from laredo_snapshot.domain.key_fold import KeyFoldPlan, fold_key
 from laredo_snapshot.domain.plan import FoldPlan, FoldStart, make_plan
@@ -47,8 +48,29 @@ def fold_cases() -> list[FoldCase]:
         _baseline_only(), _mixed_changes(), _primary_key_updates(), _truncate(), _rebaseline_sweeps(),
         _unchanged_toast(), _replays_are_skipped(), _cut_before_unfinished_baseline(),
         _cut_before_unfinished_transaction(), _schema_change(), _end_without_rows(), _deletes_of_absent_rows(),
-        _rekey_needs_sequential(), _delete_by_other_columns_needs_sequential(), _empty_table(),
+        _rekey_needs_sequential(), _delete_by_other_columns_needs_sequential(), _empty_table(), _new_epoch(),
     ]
+
+
+def _in_epoch(epoch: int, messages: list[bytes]) -> list[bytes]:
+    out = []
+    for data in messages:
+        batch = spb.ChangeBatch.FromString(data)
+        batch.epoch = epoch
+        out.append(batch.SerializeToString())
+    return out
+
+
+def _new_epoch() -> FoldCase:
+    """The source's WAL started again lower: the next epoch's baseline and changes have lower LSNs, yet follow."""
+    b = Batches()
+    messages = b.baseline([row(i) for i in range(1, 6)], chunk_rows=2)
+    messages += [b.transaction(insert(row(6)), update(row(2, "two"))), b.transaction(delete({"id": 3}))]
+    b.lsn = 0x1000000  # below every position so far
+    messages += _in_epoch(1, b.baseline([row(1), row(2), row(3, "restored")], chunk_rows=2))
+    messages += _in_epoch(1, [b.transaction(insert(row(9, "after")), update(row(1, "one")))])
+    return FoldCase("a new epoch's baseline at lower positions replaces the rows", messages,
+                    {1: row(1, "one"), 2: row(2), 3: row(3, "restored"), 9: row(9, "after")})
 
 
 def _baseline_only() -> FoldCase:
