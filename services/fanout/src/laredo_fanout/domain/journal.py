@@ -42,12 +42,11 @@ class JournalEntry:
     appended_at: float
     encoded: bytes
     trace: object | None = None
-    replayed: bool = False  # a dead letter applied out of stream order (stored at the applied position)
 
     @property
     def source_position(self) -> str:
-        """The position clients see: empty for a replayed dead letter, so they apply it whatever their own."""
-        return "" if self.replayed else str(self.position)
+        """The position clients see (a repair's too: after the change it follows, see Position.repair)."""
+        return str(self.position)
 
 
 class Journal:

@@ -88,9 +88,8 @@ def choose_sync_mode(
     would skip or repeat changes. A client that does not say where its sequence came from resumes by position
     or snapshot. The client holds every change up to its source position and every entry of this journal up to
     a sequence this journal issued, so with both the later one wins: the sequence when it is ahead (entries
-    without a position, like replayed dead letters, or sharing one), the position otherwise. Then a retained
-    snapshot, then a full snapshot. A sequence is still in the journal when every entry after it is retained
-    and it is not beyond the current sequence.
+    sharing a position), the position otherwise. Then a retained snapshot, then a full snapshot. A sequence is
+    still in the journal when every entry after it is retained and it is not beyond the current sequence.
     """
     issued_here = bool(journal) and sequence_issuer == journal
     sequence_retained = first_retained_sequence - 1 <= last_known_sequence <= current_sequence
