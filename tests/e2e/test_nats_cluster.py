@@ -32,6 +32,7 @@ from tests.e2e.harness import create_table
 from tests.e2e.system import (
     SOURCE,
     ChangeWriter,
+    System,
     SystemConfig,
     connected_replica,
     everyone_equals_the_table,
@@ -143,27 +144,34 @@ async def test_stream_leader_killed_under_load_loses_no_confirmed_change(
                 with ChangeWriter(pg_dsn, table, RATE, first_id=10_001, seed=23) as writer:
                     await eventually(lambda: writer.changes >= 1_000 and samples.latest() > 0, timeout=60,
                                      what="1,000 changes written and a confirmed position read before the kill")
-                    leader = nats_cluster.stream_leader(stream)
-                    leader.kill()
-                    at_kill = current_wal_lsn(pg_dsn)
-                    assert nats_cluster.stream_leader(stream) is not leader
-                    await eventually(lambda: samples.latest() > at_kill, timeout=90,
+                    # The cluster's methods block (HTTP polls, waits): in threads, so the client keeps reading.
+                    leader = await asyncio.to_thread(nats_cluster.stream_leader, stream)
+                    await asyncio.to_thread(leader.kill)
+                    at_kill = await asyncio.to_thread(current_wal_lsn, pg_dsn)
+                    assert await asyncio.to_thread(nats_cluster.stream_leader, stream) is not leader
+                    await eventually(lambda: confirmed_past(system, samples, at_kill), timeout=90,
                                      what=f"ingest to confirm past {format_lsn(at_kill)} (the WAL at the kill) "
                                           f"while {leader.server_name} is down")
                     survivors = tuple(node.url for node in nats_cluster.running_nodes())
                     await assert_confirmed_positions_were_stored(pg_dsn, table, survivors, stream, samples.latest(),
                                                                  when=f"with {leader.server_name} down")
-                    leader.start()
+                    await asyncio.to_thread(leader.start)
                     restarted_at = writer.changes
                     await eventually(lambda: writer.changes >= restarted_at + 1_000, timeout=60,
                                      what="1,000 more changes written after the restart")
                 await eventually(lambda: everyone_equals_the_table(system, rep), timeout=120,
                                  what="the fan-out client and the query service equal SELECT * after the failover")
                 assert not client.done(), f"the client's stream ended: {client}"
-        nats_cluster.wait_stream_replicated(stream, replicas=3)
+        await asyncio.to_thread(nats_cluster.wait_stream_replicated, stream, 3)
         await assert_confirmed_positions_were_stored(pg_dsn, table, nats_cluster.urls, stream, samples.latest(),
                                                      when="after the run")
         system.sql("SELECT pg_drop_replication_slot(%s)", (audit_slot(table),))
+
+
+def confirmed_past(system: System, samples: ConfirmedSamples, lsn: int) -> bool:
+    """Whether ingest confirmed beyond `lsn`; a service that exited is named, with its log, at the deadline."""
+    system.assert_running()
+    return samples.latest() > lsn
 
 
 def current_wal_lsn(dsn: str) -> int:
