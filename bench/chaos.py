@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="default: a random one (printed)")
     parser.add_argument("--cluster", action="store_true", help="a 3-node NATS cluster, streams with 3 replicas")
     parser.add_argument("--rate", type=float, default=150.0, help="changes/s of the small transactions")
+    parser.add_argument("--converge-timeout", type=float, default=180.0,
+                        help="seconds the replicas get to equal SELECT * once the writer and the faults stopped")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep logs and configs in this directory (default: a temporary one, removed on "
                              "success)")
@@ -45,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     print(f"chaos seed {seed}; work directory {work}", flush=True)
     report = asyncio.run(run_chaos(ChaosSettings(seed=seed, work_dir=work, minutes=args.minutes,
-                                                 cluster=args.cluster, rate=args.rate)))
+                                                 cluster=args.cluster, rate=args.rate,
+                                                 converge_timeout=args.converge_timeout)))
     print(report.render(), flush=True)
     if report.failed:
         print(f"logs kept in {work}")

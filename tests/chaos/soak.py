@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from laredo_client import BackoffPolicy, LaredoClient
 from laredo_testing.eventually import eventually
 from laredo_testing.fault_proxy import FaultProxy
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 BACKOFF = BackoffPolicy(initial=0.05, maximum=1.0, jitter=0.5)
 CLIENT_READY = 120.0
 CLIENT_STEP = 90.0  # a restarted client must be ready within this
+QUERY_DEADLINE = 30.0  # seconds for reading every row of the query service
 LOAD_TAIL = 8.0  # seconds the writer goes on after the last step
 
 
@@ -190,25 +193,37 @@ class ChaosRun:
         last: dict[str, dict[str, Any]] = {}
 
         async def everyone_equal() -> bool:
-            last.clear()
-            expected = await asyncio.to_thread(table_rows, system.dsn, str(system.table))
-            for slot in self.slots:
-                if slot.client is not None and slot.client.count() == len(expected) and slot.rows() == expected:
-                    continue
-                last[f"client {slot.name}"] = differences(expected, slot.rows())
-            held = await query_rows(system.view())
-            wanted = {k: as_struct_values(v) for k, v in expected.items()}
-            if held != wanted:
-                last["query service"] = differences(wanted, held)
-            return not last
+            found = await self._differences()
+            last.clear()  # only after a whole comparison: one cut short by the deadline leaves the previous
+            last.update(found)
+            return not found
 
         try:
             await eventually(everyone_equal, timeout=self.settings.converge_timeout, interval=2.0,
                              what="every client replica and the query service to equal SELECT *")
             self.report.converged_after = self.clock() - stopped
-        except AssertionError:
+        except AssertionError as exc:
             self.report.mismatches = dict(last)
+            if not last:  # no comparison finished: the reason is in the timeout's message
+                self.report.error = str(exc)
         self.report.unhealthy = await asyncio.to_thread(system.unhealthy)
+
+    async def _differences(self) -> dict[str, dict[str, Any]]:
+        """Each consumer whose rows differ from SELECT * now, with how they differ."""
+        system, found = self.system, {}
+        expected = await asyncio.to_thread(table_rows, system.dsn, str(system.table))
+        for slot in self.slots:
+            if slot.client is None or slot.client.count() != len(expected) or slot.rows() != expected:
+                found[f"client {slot.name}"] = differences(expected, slot.rows())
+        try:
+            held = await asyncio.wait_for(query_rows(system.view()), QUERY_DEADLINE)
+        except (TimeoutError, grpc.aio.AioRpcError) as exc:
+            found["query service"] = {"error": f"ListRows failed: {type(exc).__name__} {exc}"[:500]}
+            return found
+        wanted = {k: as_struct_values(v) for k, v in expected.items()}
+        if held != wanted:
+            found["query service"] = differences(wanted, held)
+        return found
 
     async def _tear_down(self) -> None:
         self.report.clients = {s.name: s.describe() for s in self.slots if s.client is not None}
