@@ -268,3 +268,35 @@ async def test_nats_a_jetstream_error_reply_fails_the_message(nats_url: str, uni
     assert isinstance(error, IngestError) and "JetStream rejected" in str(error) and "expected stream" in str(error)
     await publisher.close()
     await connection.close()
+
+
+async def test_ensure_stream_names_the_last_message_for_the_next_session(harness: PublisherHarness) -> None:
+    assert await harness.publisher.ensure_stream(harness.spec) is None  # an empty stream
+    acks = Acks()
+    harness.publisher.use_epoch(2)
+    for b in (batch(harness.prefix, 0x700, end_lsn=0x780), batch(harness.prefix, 0x800, end_lsn=0x880)):
+        await harness.publisher.publish(b, acks.callback(b.msg_id))
+    assert await harness.publisher.wait_for_acks(10.0)
+    tail = await harness.publisher.ensure_stream(harness.spec)
+    assert tail is not None and (tail.sequence, tail.epoch, tail.commit_lsn) == (2, 2, 0x800)
+
+
+@pytest.mark.integration
+async def test_nats_foreign_bytes_at_the_end_of_the_stream_do_not_stop_a_session(nats_url: str,
+                                                                                 unique_name: str) -> None:
+    connection = NatsConnection([nats_url])
+    publisher = NatsChangePublisher(connection, max_pending=4, ack_timeout=5.0)
+    spec = StreamSpec(stream_name(unique_name, "src"), (source_subject_filter(unique_name, "src"),), 120.0, 0.0, -1, 1)
+    await publisher.ensure_stream(spec)
+    acks = Acks()
+    await publisher.publish(batch(unique_name, 0x900, end_lsn=0x980), acks.callback("ours"))
+    assert await publisher.wait_for_acks(10.0) and acks.results == {"ours": [None]}
+    other = await nats.connect(nats_url)
+    await other.jetstream().publish(table_subject(unique_name, "src", SCHEMA.table), b"\xff not a change batch")
+    await other.close()
+    tail = await publisher.ensure_stream(spec)  # the next session: after the foreign message, ours found
+    assert tail is not None and (tail.sequence, tail.commit_lsn) == (2, 0x900)
+    await publisher.publish(batch(unique_name, 0xA00, end_lsn=0xA80), acks.callback("after"))
+    assert await publisher.wait_for_acks(10.0) and acks.results["after"] == [None]
+    await publisher.close()
+    await connection.close()

@@ -61,6 +61,8 @@ _Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), m
 
 #: JetStream's error codes for a message whose expected predecessor is not the stream's last message.
 _WRONG_LAST_SEQUENCE, _WRONG_LAST_MSG_ID = 10071, 10070
+#: How many messages from the stream's end ensure_stream() reads at most to find the last change batch.
+_TAIL_SEARCH = 100
 
 
 class NatsChangePublisher:
@@ -125,20 +127,29 @@ class NatsChangePublisher:
         try:
             info = await js.stream_info(name)
             last = info.state.last_seq
-            tail = await js.get_msg(name, last) if last else None
+            tail = await self._last_change_batch(js, name, info.state.first_seq, last)
         except (nats.errors.Error, nats.js.errors.APIError) as exc:
             raise StreamSetupFailed(f"cannot read the last message of JetStream stream {name} ({exc!r})",
                                     retryable=True) from exc
         self._expected_last = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {last}\r\n"
         log.debug("publishing to %s after its sequence %d", name, last)
-        if tail is None:
-            return None
-        try:
-            batch = decode_batch(tail.data or b"")
-        except ProtocolError as exc:
-            raise StreamSetupFailed(f"the last message ({last}) of JetStream stream {name} is not a change batch "
-                                    f"({exc}); is another publisher writing to its subjects?") from exc
-        return StreamTail(last, batch.epoch, batch.commit_lsn)
+        return tail
+
+    async def _last_change_batch(self, js: JetStreamContext, name: str, first: int, last: int) -> StreamTail | None:
+        """The stream's newest message that is a change batch (its last one, unless someone else wrote bytes
+        that are not one to the source's subjects: those are skipped, up to _TAIL_SEARCH of them)."""
+        for sequence in range(last, max(first, last - _TAIL_SEARCH, 1) - 1, -1):
+            try:
+                raw = await js.get_msg(name, sequence)
+                batch = decode_batch(raw.data or b"")
+            except nats.js.errors.NotFoundError:
+                continue  # deleted, or expired meanwhile
+            except ProtocolError as exc:
+                log.warning("message %d of JetStream stream %s is not a change batch (%s); another publisher "
+                            "writes to the source's subjects", sequence, name, exc)
+                continue
+            return StreamTail(last, batch.epoch, batch.commit_lsn)
+        return None
 
     async def _ensure_dead_letter_stream(self, js: JetStreamContext, config: StreamConfig) -> None:
         """Created when missing; its limits are the dead-letter store's business (it updates them)."""
