@@ -61,6 +61,7 @@ _Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), m
 
 #: JetStream's error codes for a message whose expected predecessor is not the stream's last message.
 _WRONG_LAST_SEQUENCE, _WRONG_LAST_MSG_ID = 10071, 10070
+_UNANSWERED = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError)
 #: How many messages from the stream's end ensure_stream() reads at most to find the last change batch.
 _TAIL_SEARCH = 100
 
@@ -109,12 +110,16 @@ class NatsChangePublisher:
         except nats.js.errors.APIError as exc:
             raise StreamSetupFailed(f"cannot create or update JetStream stream {spec.name}: {exc.description} "
                                     f"(code {exc.err_code}); check the stream settings") from exc
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError) as exc:
+        except _UNANSWERED as exc:
             raise StreamSetupFailed(f"JetStream did not answer for stream {spec.name} ({exc!r}); is nats-server "
                                     "running with JetStream enabled (-js)?", retryable=True) from exc
-        if self._dead_letters is not None and self._dead_letter_stream is not None:
-            await self._ensure_dead_letter_stream(js, self._dead_letter_stream)
-        await self._listen_for_acks()
+        try:
+            if self._dead_letters is not None and self._dead_letter_stream is not None:
+                await self._ensure_dead_letter_stream(js, self._dead_letter_stream)
+            await self._listen_for_acks()
+        except _UNANSWERED as exc:  # e.g. a cluster electing the leader of a stream
+            raise StreamSetupFailed(f"JetStream did not answer while setting up publishing ({exc!r}); retrying",
+                                    retryable=True) from exc
         return await self._start_chain(js, spec.name)
 
     def use_epoch(self, epoch: int) -> None:
@@ -305,7 +310,8 @@ class _AllAcked:
 
 def _ack_error(msg: Msg, msg_id: str) -> IngestError | None:
     if msg.headers and msg.headers.get("Status") == "503":
-        return PublishFailed(f"no JetStream stream stored {msg_id} (no responders): was the stream deleted?")
+        return PublishFailed(f"no JetStream server stored {msg_id} (no responders): the stream's replicas are "
+                             "electing a leader, or the stream was deleted; publishing starts again")
     if b'"error"' not in msg.data:
         return None
     return _reply_error(msg.data, msg_id)
