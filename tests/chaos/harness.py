@@ -31,6 +31,7 @@ PG_SETTINGS = {"logical_decoding_work_mem": "64kB"}  # big transactions are stre
 REDIS_OUTAGE = 20.0
 STALL_BASE = 10.0  # a stall lasts this plus 5 x the step's pause
 LEADER_WAIT = 30.0
+DRAIN_GRACE = 5.0  # fan-outs serve their clients this long after SIGTERM (GoAway first)
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,11 @@ class ChaosSystem:
             ingest_args += ["--set", "stream.replicas=3"]
         self.services = {
             "ingest": ServiceProcess("ingest", config, health["ingest"], work / "ingest.log", extra_args=ingest_args),
-            "fanout-0": ServiceProcess("fanout", config, health["fanout"], work / "fanout-0.log"),
+            "fanout-0": ServiceProcess("fanout", config, health["fanout"], work / "fanout-0.log",
+                                       extra_args=["--drain-grace", f"{DRAIN_GRACE:g}s"]),
             "fanout-1": ServiceProcess("fanout", config, health["fanout-1"], work / "fanout-1.log", extra_args=[
                 "--set", f"fanout.grpc.port={self.ports['fanout-1']}",
-                "--set", f"fanout.health_port={health['fanout-1']}"]),
+                "--set", f"fanout.health_port={health['fanout-1']}", "--drain-grace", f"{DRAIN_GRACE:g}s"]),
             "query": ServiceProcess("query", config, health["query"], work / "query.log"),
         }
         for service in self.services.values():
@@ -227,6 +229,22 @@ class ChaosSystem:
         started = self.clock()
         await asyncio.to_thread(service.wait_ready, self.settings.ready_timeout)
         return f"SIGKILL {name} (pid {pid}); down {down:.1f}s; ready {self.clock() - started:.1f}s after restart"
+
+    async def drain(self, name: str) -> str:
+        """SIGTERM (the service drains and exits by itself), then start it again."""
+        service = self.services[name]
+        proc = service.proc
+        assert proc is not None
+        proc.send_signal(signal.SIGTERM)
+        began = self.clock()
+        await eventually(lambda: proc.poll() is not None, timeout=DRAIN_GRACE + 20, interval=0.1,
+                         what=f"{name} to drain its clients and exit after SIGTERM (log: {service.log_path})")
+        if proc.returncode != 0:
+            raise AssertionError(f"{name} exited with {proc.returncode} after SIGTERM:\n{service.log_tail(15)}")
+        drained = self.clock() - began
+        service.start()
+        await asyncio.to_thread(service.wait_ready, self.settings.ready_timeout)
+        return f"{name} drained and exited in {drained:.1f}s; ready {self.clock() - began - drained:.1f}s later"
 
     def _terminate_walsender(self) -> str:
         with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:

@@ -21,6 +21,7 @@ LONG_GAP = (3.0, 12.0)
 class Fault(enum.Enum):
     KILL_INGEST = "SIGKILL laredo-ingest"
     KILL_FANOUT = "SIGKILL a laredo-fanout"
+    DRAIN_FANOUT = "SIGTERM a laredo-fanout (GoAway, drain, exit), then start it again"
     KILL_QUERY = "SIGKILL laredo-query"
     TERMINATE_WALSENDER = "pg_terminate_backend(walsender of ingest's slot)"
     RESTART_POSTGRES = "restart PostgreSQL"

@@ -160,6 +160,8 @@ class ChaosRun:
                 record.outcome = self._stall(step)
             elif step.action is Fault.RESTART_CLIENT:
                 record.outcome = await self._restart_client()
+            elif step.action is Fault.DRAIN_FANOUT:
+                record.outcome = await self._drain_fanout(step)
             else:
                 record.outcome = await self.system.inflict(step)
         except Exception as exc:  # noqa: BLE001 - recorded; the run goes on and the report fails it
@@ -169,10 +171,25 @@ class ChaosRun:
         log.info("chaos step done: %s", record)
 
     def _stall(self, step: Step) -> str:
+        """Odd choices also reset the client's connection: it reconnects into the stall, so its handshake and
+        catch-up stall too (a session that must be bounded in every phase)."""
         proxy, seconds = self.proxies["stalling"], STALL_BASE + 5 * step.pause
         proxy.stall()
         self.system.later(seconds, proxy.resume)
-        return f"the stalling client receives nothing for {seconds:.0f}s"
+        how = f"the stalling client receives nothing for {seconds:.0f}s"
+        return f"{how}; its connection reset, it reconnects into the stall" if step.choice % 2 and proxy.cut() else how
+
+    async def _drain_fanout(self, step: Step) -> str:
+        """The draining instance leaves the balancers' rotation first, as behind a real load balancer."""
+        index = step.choice % 2
+        address = self.system.fanout_addresses[index]
+        for proxy in self.proxies.values():
+            proxy.in_rotation.discard(address)
+        try:
+            return await self.system.drain(f"fanout-{index}")
+        finally:
+            for proxy in self.proxies.values():
+                proxy.in_rotation.add(address)
 
     async def _restart_client(self) -> str:
         slot = next(s for s in self.slots if s.snapshot_path is not None)

@@ -30,7 +30,7 @@ COLUMNS = ("id", "grp", "qty", "doc", "blob", "updated_at")
 INITIAL_ROWS = 1_000
 BIG_ROWS = 20_000
 DOC_CHARS = 3_000  # with STORAGE EXTERNAL, a row carrying this much is stored out of line (TOASTed)
-MIN_ROWS = 200  # inserts are forced below this many rows
+MIN_ROWS = 500  # inserts are forced below this many rows
 
 
 class Event(enum.Enum):
@@ -83,6 +83,8 @@ class Writer:
         self._stop = threading.Event()
         self._live: list[int] = []
         self._next_id = 0
+        self._conn: psycopg.Connection | None = None
+        self._paced = 0  # changes of small transactions, which follow the rate
         self.stats = WriterStats()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="chaos-writer", daemon=True)
@@ -106,11 +108,13 @@ class Writer:
             started = time.monotonic()
             while not self._stop.is_set():
                 self._one_transaction()
-                ahead = self.stats.changes / self._rate - (time.monotonic() - started)
+                ahead = self._paced / self._rate - (time.monotonic() - started)  # events are not paced
                 if ahead > 0:
                     self._stop.wait(min(ahead, 1.0))  # pacing to the rate, not waiting for a condition
         except BaseException as exc:  # noqa: BLE001 - reported by stop()
             self.error = exc
+        finally:
+            self._drop_connection()
 
     def _one_transaction(self) -> None:
         try:
@@ -119,24 +123,34 @@ class Writer:
             event = None
         while True:
             try:
-                with psycopg.connect(self._dsn, autocommit=True, connect_timeout=5) as conn:
-                    if not self._live and not self._next_id:
-                        self._reload(conn)
-                    if event is not None:
-                        outcome = self._event(conn, event)
-                        self.stats.events.append((self._clock(), event.value, outcome))
-                    else:
-                        with conn.transaction():
-                            self.stats.changes += self._small(conn)
-                    self.stats.transactions += 1
-                    return
+                conn = self._connection()
+                if event is not None:
+                    outcome = self._event(conn, event)
+                    self.stats.events.append((self._clock(), event.value, outcome))
+                else:
+                    with conn.transaction():
+                        count = self._small(conn)
+                    self.stats.changes += count
+                    self._paced += count
+                self.stats.transactions += 1
+                return
             except psycopg.OperationalError as exc:
                 self.stats.broken += 1
                 log.info("writer: transaction broken by %s; retrying with fresh ids", exc)
-                self._live.clear()
-                self._next_id = 0
+                self._drop_connection()
                 if self._stop.wait(0.5):  # PostgreSQL is restarting: try again shortly
                     return
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=5)
+            self._reload(self._conn)  # a broken transaction may or may not have committed
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     def _reload(self, conn: psycopg.Connection) -> None:
         self._live = [r[0] for r in conn.execute(f"SELECT id FROM {self._table} ORDER BY id")]
@@ -181,11 +195,17 @@ class Writer:
             self._next_id += BIG_ROWS
             self.stats.changes += BIG_ROWS
             return f"ids {first}..{first + BIG_ROWS - 1}"
-        if event is Event.BIG_UPDATE:
-            done = conn.execute(f"UPDATE {table} SET grp = %s, qty = qty + 1 WHERE id IN "
-                                f"(SELECT id FROM {table} ORDER BY id LIMIT {BIG_ROWS})", (grp,)).rowcount
-            self.stats.changes += done
-            return f"{done} rows"
+        if event is Event.BIG_UPDATE:  # topped up to BIG_ROWS rows first, in the same transaction
+            with conn.transaction():
+                short = max(0, BIG_ROWS - len(self._live))
+                if short:
+                    conn.execute(big_insert, (grp, first, first + short - 1))
+                    self._live.extend(range(first, first + short))
+                    self._next_id += short
+                done = conn.execute(f"UPDATE {table} SET grp = %s, qty = qty + 1 WHERE id IN "
+                                    f"(SELECT id FROM {table} ORDER BY id LIMIT {BIG_ROWS})", (grp,)).rowcount
+            self.stats.changes += short + done
+            return f"{short} rows inserted, then {done} updated"
         if event is Event.ABORTED_BIG:
             with conn.transaction(force_rollback=True):
                 conn.execute(big_insert, (grp, first, first + BIG_ROWS - 1))
