@@ -82,7 +82,8 @@ class ChaosSystem:
         if self.settings.cluster:
             from laredo_testing.nats_cluster import NatsCluster  # the 3-node cluster fixture
 
-            self.cluster = NatsCluster(3, name=f"chaos{self.settings.seed}").start()
+            # Not advertised: ingest's NATS client must not learn the nodes' own addresses and bypass the proxy
+            self.cluster = NatsCluster(3, name=f"chaos{self.settings.seed}", advertise=False).start()
             nats_addresses = [u.removeprefix("nats://") for u in self.cluster.urls]
         else:
             self.nats = NatsServer(_dir(self.settings.work_dir / "nats")).start()

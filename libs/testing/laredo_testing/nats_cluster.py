@@ -43,6 +43,7 @@ class NatsClusterNode(NatsServer):
         self.cluster_name = cluster_name
         self.port, self.cluster_port, self.monitor_port = free_port(), free_port(), free_port()
         self.peer_cluster_ports: tuple[int, ...] = ()
+        self.advertise = True  # False: clients are not told the other nodes' addresses (see NatsCluster)
 
     @property
     def config_path(self) -> Path:
@@ -85,6 +86,7 @@ cluster {{
   name: "{self.cluster_name}"
   listen: "{LOOPBACK}:{self.cluster_port}"
   routes: [{routes}]
+  no_advertise: {"false" if self.advertise else "true"}
 }}
 """)
         return [nats_server_executable(), "-c", str(self.config_path)]
@@ -94,15 +96,18 @@ class NatsCluster(StartedInContext):
     """`size` nats-server processes routed to each other, JetStream stores under one temporary directory.
 
     Clients take `urls` (or the comma-separated `url`, as stream.nats_url accepts it) and fail over between
-    the nodes. Every node is started and stopped by PID; `close()` removes the directory.
+    the nodes. Every node is started and stopped by PID; `close()` removes the directory. With
+    `advertise=False` clients learn no node addresses beyond the URLs they were given, so a client sent
+    through a proxy stays behind it.
     """
 
-    def __init__(self, size: int = 3, *, name: str = "laredo-test") -> None:
+    def __init__(self, size: int = 3, *, name: str = "laredo-test", advertise: bool = True) -> None:
         self.name = name
         self._dir = make_run_dir("nats-cluster")
         self.nodes = tuple(NatsClusterNode(name, i, self._dir / f"n{i}") for i in range(1, size + 1))
         for node in self.nodes:
             node.run_dir.mkdir()
+            node.advertise = advertise
             node.peer_cluster_ports = tuple(n.cluster_port for n in self.nodes if n is not node)
 
     @property
