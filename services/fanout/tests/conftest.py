@@ -84,11 +84,11 @@ def build_world(*, table: TableId = TABLE, journal_max_entries: int = 1000, jour
                 heartbeat_interval: float = 30.0, max_clients: int = 0, observer: Observer | None = None,
                 feed: MemoryChangeFeed | None = None, buffer_max_size: int = 50_000,
                 buffer_policy: BufferPolicy = BufferPolicy.DROP_DISCONNECT, snapshot_store: SnapshotStore | None = None,
-                snapshot_policy: SnapshotPolicy | None = None) -> World:
+                snapshot_policy: SnapshotPolicy | None = None, buffer_catch_up_timeout: float = 300.0) -> World:
     encoder, clock = ProtobufSyncEncoder(), ManualClock()
     observer = observer or RecordingObserver()
     limits = ReplicaLimits(journal_max_entries, journal_max_age, heartbeat_interval, max_clients,
-                           BufferLimits(buffer_max_size, buffer_policy))
+                           BufferLimits(buffer_max_size, buffer_policy, buffer_catch_up_timeout))
     replica = TableReplica("pg", table, limits, encoder)
     replicator = Replicator({table: replica}, encoder, clock, observer)
     snapshots = {}

@@ -39,6 +39,8 @@ class TargetConfig:
     max_clients: int = 0  # 0 = unlimited
     buffer_max_size: int = 50_000
     buffer_policy: str = "drop_disconnect"
+    buffer_catch_up_timeout: float = 300.0  # seconds the journal is held for one client's snapshot and catch-up
+    resume_wait: float = 10.0  # seconds a client resuming ahead of this instance waits for it
     snapshot: SnapshotConfig | None = None  # None: no snapshots for this target
 
 
@@ -123,10 +125,17 @@ def _target(table: TableSettings, target: TargetSettings, problems: list[str]) -
         max_clients=r.integer("max_clients", grpc_max_clients, minimum=0),
         buffer_max_size=buffer.integer("max_size", 50_000, minimum=1),
         buffer_policy=buffer.string("policy", "drop_disconnect", choices=BUFFER_POLICIES),
+        buffer_catch_up_timeout=buffer.duration("catch_up_timeout", 300.0),
+        resume_wait=r.duration("resume_wait", 10.0),
         snapshot=_snapshot(r.section("snapshot")) if r.has("snapshot") else None,
     )
     if config.heartbeat_interval <= 0:
         r.problem("heartbeat_interval", f"must be positive, got {config.heartbeat_interval}")
+    if config.buffer_catch_up_timeout < 0:
+        buffer.problem("catch_up_timeout", f"must not be negative (0: no time limit), got "
+                                           f"{config.buffer_catch_up_timeout}")
+    if config.resume_wait < 0:
+        r.problem("resume_wait", f"must not be negative (0: do not wait), got {config.resume_wait}")
     journal.check_unknown()
     buffer.check_unknown()
     r.check_unknown(also_known=("grpc",))

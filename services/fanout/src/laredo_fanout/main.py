@@ -277,7 +277,9 @@ def _rebuilds(config: FanoutConfig, instance_id: str, targets: FanoutTargets, en
 
 def _limits(target: TargetConfig) -> ReplicaLimits:
     return ReplicaLimits(target.journal_max_entries, target.journal_max_age, target.heartbeat_interval,
-                         target.max_clients, BufferLimits(target.buffer_max_size, BufferPolicy(target.buffer_policy)))
+                         target.max_clients, BufferLimits(target.buffer_max_size, BufferPolicy(target.buffer_policy),
+                                                          target.buffer_catch_up_timeout),
+                         resume_wait=target.resume_wait)
 
 
 def _policy(target: TargetConfig) -> SnapshotPolicy:

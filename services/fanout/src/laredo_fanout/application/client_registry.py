@@ -8,6 +8,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from laredo_fanout.application.send_buffer import SendBuffer
+from laredo_fanout.domain.client_buffer import client_lag
 from laredo_fanout.domain.errors import TooManyClients
 
 
@@ -26,12 +27,17 @@ class ConnectedClient:
     client_id: str
     connected_at: float
     sequence: int = 0  # the last sequence written to this client
+    offered: int = 0  # the last sequence its session took from the journal (queued, or skipped by its filter)
     state: ClientState = ClientState.CATCHING_UP
     buffer: SendBuffer | None = field(default=None, repr=False)
 
     @property
     def buffer_depth(self) -> int:
         return self.buffer.depth if self.buffer is not None else 0
+
+    def lag(self, current_sequence: int) -> int:
+        """Entries behind: not offered yet, or offered and not yet written (see client_buffer.client_lag)."""
+        return client_lag(current_sequence, self.offered, self.buffer.journal_depth if self.buffer else 0)
 
 
 class ClientRegistry:

@@ -4,7 +4,8 @@ One producer, one consumer. It holds at most `read_ahead` messages (the one bein
 entries a client has yet to receive
 wait in the shared journal (the session's cursor marks where), so a batched client gets whatever piled up
 while its previous message was being written, in one message. `depth` counts the journal entries (or
-snapshot rows) in the queued messages, the one being written included.
+snapshot rows) in the queued messages, the one being written included; `journal_depth` the journal entries
+alone (a client's lag, see domain.client_buffer.client_lag).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class SendBuffer:
     def __init__(self, read_ahead: int) -> None:
         self.read_ahead = max(1, read_ahead)
         self.depth = 0
+        self.journal_depth = 0
         self._items: deque[Outgoing] = deque()
         self._writing = 0  # messages taken by the writer and not written yet
         self._closed = False
@@ -55,6 +57,7 @@ class SendBuffer:
         """Queue the item whatever the length (control messages the client must get, e.g. GoAway)."""
         self._items.append(item)
         self.depth += item.entries
+        self.journal_depth += len(item.journal)
         _wake(self._getter)
 
     def offer(self, item: Outgoing) -> bool:
@@ -87,6 +90,7 @@ class SendBuffer:
         """The item reached the transport."""
         self._writing -= 1
         self.depth -= item.entries
+        self.journal_depth -= len(item.journal)
         _wake(self._room)
 
     def close(self) -> None:

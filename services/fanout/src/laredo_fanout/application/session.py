@@ -26,8 +26,9 @@ from laredo_fanout.application.client_registry import ConnectedClient
 from laredo_fanout.application.send_buffer import Outgoing, SendBuffer
 from laredo_fanout.application.session_producer import SessionProducer, SnapshotCopy
 from laredo_fanout.application.table_replica import TableReplica
-from laredo_fanout.domain.errors import TargetDrained
+from laredo_fanout.domain.errors import InstanceBehind, TargetDrained
 from laredo_core.snapshots.format import SnapshotManifest
+from laredo_fanout.domain.journal import position_reached
 from laredo_fanout.domain.subscription_filter import FieldPredicate, SubscriptionFilter
 from laredo_fanout.domain.sync_plan import JournalIdentity, RetainedSnapshot, SyncMode, SyncPlan, choose_sync_mode
 from laredo_fanout.ports import Clock, Observer, SyncEncoder
@@ -79,6 +80,7 @@ class SyncSession:
         if replica.drain_ended.is_set():
             raise TargetDrained(f"{replica.table} on this instance is drained; connect to another instance")
         retained = await self._retained_snapshot()
+        await self._wait_for_resume_position(retained)
         client = replica.clients.register(self.client_id, self._clock.now())
         batch = max(1, self._request.max_batch_size)
         buffer = client.buffer = SendBuffer(_READ_AHEAD_BATCHED if batch > 1 else _READ_AHEAD)
@@ -127,6 +129,22 @@ class SyncSession:
             return None
         return await self._find_snapshot(snapshot_id)
 
+    async def _wait_for_resume_position(self, retained: SnapshotManifest | None) -> None:
+        """A client resumes strictly after the position it holds: an instance that has not applied that far yet
+        (it is behind the client) waits until it has, up to resume_wait, or the client would get changes it
+        already applied. Then InstanceBehind (UNAVAILABLE): the client tries another instance."""
+        replica = self._replica
+        text = self._request.last_known_source_position or (retained.source_position if retained else "")
+        position = _parsed(text)
+        if position is None or position_reached(replica.applied_position, position):
+            return
+        timeout = replica.limits.resume_wait
+        log.info("%s: client %s resumes after %s, which this instance has not applied yet (it is at %s); waiting "
+                 "up to %gs", replica.table, self.client_id, position, replica.applied_position, timeout)
+        if not await replica.wait_applied(position, timeout):
+            applied = replica.applied_position
+            raise InstanceBehind(replica.table, str(position), str(applied) if applied is not None else "", timeout)
+
     def _plan(self, retained: SnapshotManifest | None) -> tuple[SyncPlan, SnapshotCopy | None]:
         """Choose the mode and, for a full snapshot, copy the rows at the current sequence: no await here."""
         replica, request = self._replica, self._request
@@ -169,6 +187,13 @@ class SyncSession:
             log.warning("client %s: the %s source position is unparseable (%s); ignored", self.client_id, whose, exc)
             return None
         return self._replica.journal.resume_after_position(position)
+
+
+def _parsed(text: str) -> Position | None:
+    try:
+        return Position.parse(text) if text else None
+    except PositionError:
+        return None  # _resume_after logs it
 
 
 def _delivered(client: ConnectedClient, item: Outgoing) -> None:

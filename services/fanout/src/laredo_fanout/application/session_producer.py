@@ -3,16 +3,18 @@
 The producer reads the shared journal through its own cursor and queues serialized messages in the
 client's short SendBuffer, only when it has room: entries the client has yet to get wait in the journal,
 and a batched client receives whatever piled up meanwhile in one message. The client's lag (entries
-appended but not yet written to it) is its buffer in the sense of client_buffer.max_size: beyond it,
-drop_disconnect ends the client, slow_down marks it backpressured and goes on at its pace (until
-pruning overtakes it). Schema change notifications are queued right after the entry they follow;
-heartbeats when nothing was queued for heartbeat_interval; GoAway once, when draining.
+appended and not yet offered to it, plus those queued and not yet written) is its buffer in the sense of
+client_buffer.max_size, in every phase: beyond it, drop_disconnect ends the client, slow_down releases
+the journal's pin and goes on at its pace (until pruning overtakes it). Schema change notifications are
+queued right after the entry they follow; heartbeats when nothing was queued for heartbeat_interval;
+GoAway once, when draining, whatever the phase (right after the handshake at the earliest).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 from laredo_core.changes import Action
@@ -20,7 +22,7 @@ from laredo_core.changes import Action
 from laredo_fanout.application.client_registry import ClientState, ConnectedClient
 from laredo_fanout.application.send_buffer import Outgoing, SendBuffer
 from laredo_fanout.application.table_replica import SchemaChange, TableReplica
-from laredo_fanout.domain.client_buffer import BufferPolicy
+from laredo_fanout.domain.client_buffer import LagAction, Phase, client_lag, lag_action, pin_expired
 from laredo_fanout.domain.errors import ClientFellBehind, ClientTooSlow, EntriesPruned
 from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.subscription_filter import EntryRoute, SubscriptionFilter
@@ -28,8 +30,8 @@ from laredo_fanout.domain.sync_plan import SyncMode, SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
 from laredo_fanout.ports import Clock, SyncEncoder
 
-
-_LAG_CHECK = 0.1  # seconds between lag checks while a client's write is pending
+log = logging.getLogger(__name__)
+_SKIP_STEP = 256  # entries looked at per journal read while skipping what a filter does not want
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +43,18 @@ class SnapshotCopy:
 
 
 class SessionProducer:
-    """Pins the journal at the plan's resume sequence when created; unpin() once the client is live."""
+    """Pins the journal at the plan's resume sequence when created; unpin() once the client is live.
+
+    The pin is released early when the client falls `client_buffer.max_size` entries behind (drop_disconnect
+    ends the stream instead) or once `client_buffer.catch_up_timeout` passed: no client holds the journal
+    beyond its limits by more than that, whatever its phase.
+    """
 
     def __init__(self, replica: TableReplica, client: ConnectedClient, buffer: SendBuffer, plan: SyncPlan, *,
                  encoder: SyncEncoder, clock: Clock, subscription: SubscriptionFilter | None, batch: int) -> None:
         self._replica = replica
         self._journal = replica.journal
+        self._limits = replica.limits.buffer
         self._client = client
         self._buffer = buffer
         self._plan = plan
@@ -54,8 +62,14 @@ class SessionProducer:
         self._clock = clock
         self._filter = subscription
         self._batch = batch
+        self._phase = Phase.CATCH_UP
+        self._told_to_leave = False
         self._pin: int | None = replica.journal.pin(plan.resume_from_sequence)
-        self._cursor = client.sequence = plan.resume_from_sequence
+        self._pinned_at = asyncio.get_running_loop().time()
+        self._cursor = client.sequence = client.offered = plan.resume_from_sequence
+        # The backlog a delta client starts with was retained anyway: only what is appended after it joined
+        # counts against its limits, or catching up on more than max_size entries would always fail.
+        self._joined_at = replica.journal.current_sequence
         self._schema_index = self._schema_changes_already_shown()
 
     def unpin(self) -> None:
@@ -64,21 +78,25 @@ class SessionProducer:
             self._pin = None
 
     async def run(self, snapshot: SnapshotCopy | None) -> None:
-        journal, put = self._journal, self._buffer.put
-        await put(Outgoing(self._encoder.handshake(self._plan, current_sequence=journal.current_sequence,
-                                                   oldest_sequence=journal.oldest_sequence,
-                                                   columns=self._replica.columns)))
+        journal = self._journal
+        self._buffer.push(Outgoing(self._encoder.handshake(self._plan, current_sequence=journal.current_sequence,
+                                                           oldest_sequence=journal.oldest_sequence,
+                                                           columns=self._replica.columns)))
         if snapshot is not None:
+            self._phase = Phase.SNAPSHOT
             await self._send_snapshot(snapshot)
-        while (item := self._next()) is not None:  # catch-up: pinned, so nothing is pruned under us
+            self._phase = Phase.CATCH_UP
+        while (item := self._next()) is not None:  # catch-up: pinned (within limits), so nothing is pruned under us
             if item.message:
-                await put(item)
+                await self._put(item)
         self.unpin()
-        self._client.state = ClientState.LIVE
+        self._phase = Phase.LIVE
+        if self._client.state is ClientState.CATCHING_UP:
+            self._client.state = ClientState.LIVE
         await self._live()
 
     async def _send_snapshot(self, snapshot: SnapshotCopy) -> None:
-        encoder, rows, step, put = self._encoder, snapshot.rows, self._batch, self._buffer.put
+        encoder, rows, step, put = self._encoder, snapshot.rows, self._batch, self._put
         await put(Outgoing(encoder.snapshot_begin(snapshot_id=snapshot.snapshot_id, sequence=snapshot.sequence,
                                                   row_count=len(rows), position=snapshot.position)))
         for start in range(0, len(rows), step):
@@ -87,28 +105,32 @@ class SessionProducer:
         await put(Outgoing(encoder.snapshot_end(sequence=snapshot.sequence, rows_sent=len(rows),
                                                 position=snapshot.position), 0, snapshot.sequence))
 
+    async def _put(self, item: Outgoing) -> None:
+        """Queue the item once there is room; while the client is not taking messages, every append (and the
+        pin's deadline) wakes this to apply the limits, so a client that stops reading cannot hold the journal."""
+        buffer = self._buffer
+        while True:
+            appended = self._replica.appended()  # taken before the checks, so no append slips between
+            self._watch()
+            if buffer.has_room():
+                buffer.push(item)
+                return
+            await asyncio.wait((buffer.room(), appended), timeout=self._pin_time_left(),
+                               return_when=asyncio.FIRST_COMPLETED)
+
     async def _live(self) -> None:
         replica, buffer, loop = self._replica, self._buffer, asyncio.get_running_loop()
         interval = replica.limits.heartbeat_interval
         last_queued = loop.time()
-        told_to_leave = False
         while True:
-            if replica.drain is not None and not told_to_leave:
-                buffer.push(Outgoing(self._encoder.go_away(
-                    reason=replica.drain.reason, drain_deadline_unix_ms=replica.drain.deadline_unix_ms)))
-                self._client.state = ClientState.DRAINING
-                told_to_leave = True
             appended = replica.appended()  # taken before the checks, so no append slips between
-            self._check_lag(told_to_leave)
+            self._watch()
             if not buffer.has_room():
                 # The client is still taking earlier messages: new entries wait in the journal and join the next
-                # message. Only its lag needs watching meanwhile, which a stuck write would never trigger.
-                await asyncio.wait((buffer.room(),), timeout=_LAG_CHECK)
+                # message. Appends wake this meanwhile to check the client's lag, which a stuck write never would.
+                await asyncio.wait((buffer.room(), appended), return_when=asyncio.FIRST_COMPLETED)
                 continue
-            try:
-                item = self._next()
-            except EntriesPruned as exc:
-                raise ClientFellBehind(self._client.client_id, self._cursor, exc.oldest) from None
+            item = self._next()
             if item is not None:
                 if item.message:
                     buffer.push(item)
@@ -120,17 +142,48 @@ class SessionProducer:
                                                               server_time=self._clock.now())))
                 last_queued = loop.time()
 
-    def _check_lag(self, draining: bool) -> None:
-        """Entries appended but not yet written to the client, against client_buffer.max_size."""
-        client, limits = self._client, self._replica.limits.buffer
-        lag = self._journal.current_sequence - client.sequence
-        if lag <= limits.max_size:
-            if client.state is ClientState.BACKPRESSURED:
-                client.state = ClientState.DRAINING if draining else ClientState.LIVE
+    def _watch(self) -> None:
+        """GoAway once draining; the pin's deadline; the client's lag against client_buffer (any phase)."""
+        replica, client = self._replica, self._client
+        if self._filter is not None and not self._buffer.has_room():
+            self._skip_unwanted()
+        if replica.drain is not None and not self._told_to_leave:
+            self._buffer.push(Outgoing(self._encoder.go_away(
+                reason=replica.drain.reason, drain_deadline_unix_ms=replica.drain.deadline_unix_ms)))
+            client.state = ClientState.DRAINING
+            self._told_to_leave = True
+        if self._pin is not None and pin_expired(self._limits, self._pinned_for()):
+            self._release_pin(f"its {self._phase.value} took longer than client_buffer.catch_up_timeout "
+                              f"({self._limits.catch_up_timeout:g}s)")
+        lag = client_lag(self._journal.current_sequence, max(self._cursor, self._joined_at), self._buffer.journal_depth)
+        action = lag_action(self._limits, lag)
+        if action is LagAction.DISCONNECT:
+            raise ClientTooSlow(client.client_id, self._limits.max_size, client.sequence, self._phase.value)
+        if action is LagAction.SLOW_DOWN:
+            self._release_pin(f"it is more than client_buffer.max_size ({self._limits.max_size}) entries behind")
+            if self._phase is Phase.LIVE:
+                client.state = ClientState.BACKPRESSURED
+        elif client.state is ClientState.BACKPRESSURED:
+            client.state = ClientState.DRAINING if self._told_to_leave else ClientState.LIVE
+        oldest = self._journal.first_retained_sequence
+        if self._cursor + 1 < oldest:  # pruning overtook a client that stopped reading: end it now
+            raise ClientFellBehind(client.client_id, self._cursor, oldest)
+
+    def _release_pin(self, why: str) -> None:
+        if self._pin is None:
             return
-        if limits.policy is BufferPolicy.DROP_DISCONNECT:
-            raise ClientTooSlow(client.client_id, limits.max_size, client.sequence)
-        client.state = ClientState.BACKPRESSURED
+        self.unpin()
+        log.warning("%s: the journal no longer waits for client %s (%s phase, after sequence %d): %s",
+                    self._replica.table, self._client.client_id, self._phase.value, self._cursor, why)
+        self._journal.prune(self._clock.now())
+
+    def _pinned_for(self) -> float:
+        return asyncio.get_running_loop().time() - self._pinned_at
+
+    def _pin_time_left(self) -> float | None:
+        if self._pin is None or not self._limits.catch_up_timeout:
+            return None
+        return max(0.0, self._limits.catch_up_timeout - self._pinned_for())
 
     def _next(self) -> Outgoing | None:
         """The next message after the cursor (an empty one when a filter skipped every entry); None: nothing new."""
@@ -139,10 +192,13 @@ class SessionProducer:
             self._schema_index = change.index
             return Outgoing(change.message)
         limit = self._batch if change is None else min(self._batch, change.after_sequence - self._cursor)
-        entries = self._journal.entries_after(self._cursor, limit)
+        try:
+            entries = self._journal.entries_after(self._cursor, limit)
+        except EntriesPruned as exc:
+            raise ClientFellBehind(self._client.client_id, self._cursor, exc.oldest) from None
         if not entries:
             return None
-        self._cursor = last = entries[-1].sequence
+        self._cursor = self._client.offered = last = entries[-1].sequence
         if self._filter is not None:
             entries = [e for e in map(self._routed, entries) if e is not None]
             if not entries:
@@ -150,6 +206,27 @@ class SessionProducer:
                     self._client.sequence = last
                 return Outgoing(b"", 0, last)
         return Outgoing(self._encoder.journal_entries(entries), len(entries), last, entries)
+
+    def _skip_unwanted(self) -> None:
+        """Offer a filtered client the entries its filter skips while its buffer is full: they are behind it
+        at once, so they neither count as its lag nor wait for its reading (up to the next pending schema change
+        or the first entry it does want)."""
+        assert self._filter is not None
+        change = self._pending_schema_change()
+        stop = change.after_sequence if change is not None else self._journal.current_sequence
+        route = self._filter.route
+        while self._cursor < stop:
+            try:
+                entries = self._journal.entries_after(self._cursor, min(stop - self._cursor, _SKIP_STEP))
+            except EntriesPruned:
+                return  # _watch ends the stream
+            for entry in entries:
+                if route(entry.action, entry.old.values if entry.old else None,
+                         entry.new.values if entry.new else None) is not EntryRoute.SKIP:
+                    return
+                self._cursor = self._client.offered = entry.sequence
+            if not entries:
+                return
 
     def _routed(self, entry: JournalEntry) -> JournalEntry | None:
         assert self._filter is not None

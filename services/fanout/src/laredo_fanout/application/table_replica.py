@@ -14,7 +14,7 @@ from laredo_core.position import ZERO, Position
 
 from laredo_fanout.application.client_registry import ClientRegistry
 from laredo_fanout.domain.client_buffer import BufferLimits
-from laredo_fanout.domain.journal import Journal
+from laredo_fanout.domain.journal import Journal, position_reached
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.table_state import TableState
 from laredo_fanout.ports import SyncEncoder
@@ -30,6 +30,7 @@ class ReplicaLimits:
     heartbeat_interval: float
     max_clients: int
     buffer: BufferLimits = field(default_factory=BufferLimits)
+    resume_wait: float = 10.0  # seconds a client resuming at a position not applied here yet waits for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,8 @@ class TableReplica:
         self.journal = Journal(limits.journal_max_entries, limits.journal_max_age)
         self.clients = ClientRegistry(limits.max_clients)
         self.columns: tuple[ColumnInfo, ...] = ()
-        self.applied_position: Position | None = None  # the last stream change applied, or the last repair after it
+        self._applied_position: Position | None = None  # the last stream change applied, or the last repair after it
+        self._position_waiters: list[tuple[Position, asyncio.Future[None]]] = []
         self.watch = KeyWatch()  # rows changed after a rejected change (dead-letter replays skip what was overtaken)
         self.stream_sequence = 0  # JetStream sequence of the last message applied (or skipped as a replay)
         self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
@@ -79,6 +81,36 @@ class TableReplica:
         self._schema_change_count = 0
         self._ready = asyncio.Event()
         self._appended: asyncio.Future[None] | None = None
+
+    @property
+    def applied_position(self) -> Position | None:
+        """Every change of the stream up to here is applied (None: nothing yet)."""
+        return self._applied_position
+
+    @applied_position.setter
+    def applied_position(self, position: Position | None) -> None:
+        self._applied_position = position
+        if self._position_waiters:
+            for wanted, future in self._position_waiters:
+                if not future.done() and position_reached(position, wanted):
+                    future.set_result(None)
+
+    async def wait_applied(self, position: Position, timeout: float) -> bool:
+        """Wait up to `timeout` seconds until every change up to `position` is applied; False if it was not."""
+        if position_reached(self._applied_position, position):
+            return True
+        if timeout <= 0:
+            return False
+        waiter = (position, asyncio.get_running_loop().create_future())
+        self._position_waiters.append(waiter)
+        try:
+            async with asyncio.timeout(timeout):
+                await waiter[1]
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._position_waiters.remove(waiter)
 
     @property
     def ready(self) -> bool:

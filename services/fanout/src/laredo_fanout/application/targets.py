@@ -196,5 +196,5 @@ def _numeric(column: ColumnInfo) -> bool:
 
 
 def _client_status(client: ConnectedClient, current: int) -> ClientStatus:
-    return ClientStatus(client.client_id, client.sequence, max(0, current - client.sequence), client.buffer_depth,
+    return ClientStatus(client.client_id, client.sequence, client.lag(current), client.buffer_depth,
                         client.connected_at, client.state.value)

@@ -69,16 +69,32 @@ class EntriesPruned(FanoutError):
 
 
 class ClientTooSlow(FanoutError):
-    """A live client's send buffer is full and the policy is drop_disconnect."""
+    """A client's send buffer is full and the policy is drop_disconnect (in any phase of its stream)."""
 
     retryable = True
 
-    def __init__(self, client_id: str, max_size: int, sequence: int) -> None:
+    def __init__(self, client_id: str, max_size: int, sequence: int, phase: str = "live") -> None:
+        then = ("sync again (its snapshot was not complete)" if phase == "snapshot"
+                else f"resume after sequence {sequence}")
+        during = "" if phase == "live" else f" during its {phase}"
         super().__init__(
-            f"client {client_id} is too slow: its send buffer of {max_size} entries is full "
-            f"(client_buffer.policy = drop_disconnect); reconnect to resume after sequence {sequence}"
+            f"client {client_id} is too slow: its send buffer of {max_size} entries is full{during} "
+            f"(client_buffer.policy = drop_disconnect); reconnect to {then}"
         )
-        self.client_id, self.max_size, self.sequence = client_id, max_size, sequence
+        self.client_id, self.max_size, self.sequence, self.phase = client_id, max_size, sequence, phase
+
+
+class InstanceBehind(FanoutError):
+    """The client resumes at a position this instance has not applied yet, and it did not get there in time."""
+
+    retryable = True
+
+    def __init__(self, table: object, position: str, applied: str, waited: float) -> None:
+        super().__init__(
+            f"this instance has applied {table} up to {applied or 'nothing'}, behind the client's position "
+            f"{position}, and did not reach it within {waited:g}s; connect to another instance or retry later"
+        )
+        self.position, self.applied = position, applied
 
 
 class TargetDrained(FanoutError):

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from laredo_core.changes import Action
-from laredo_core.position import Position
+from laredo_core.position import END_OF_LSN, Position
 
 from laredo_fanout.domain.errors import EntriesPruned, JournalError
 from laredo_fanout.domain.table_state import StoredRow
@@ -155,6 +155,19 @@ class Journal:
             return None
         index = bisect.bisect_right(self._entries, position, lo=self._head, key=_position_of)
         return self._entries[index - 1].sequence if index > self._head else self.first_retained_sequence - 1
+
+
+def position_reached(applied: Position | None, wanted: Position) -> bool:
+    """Whether a replica that applied everything up to `applied` holds every change up to `wanted`.
+
+    A bare LSN (everything at that LSN) counts as reached once a change at that LSN is applied: a transaction
+    arrives whole, except a chunked one mid-way, whose later changes a client holding it then gets again.
+    """
+    if applied is None:
+        return False
+    if wanted.ordinal == END_OF_LSN and not wanted.repair:
+        return (applied.epoch, applied.lsn) >= (wanted.epoch, wanted.lsn)
+    return applied >= wanted
 
 
 def _position_of(entry: JournalEntry) -> Position:
