@@ -145,7 +145,7 @@ class ChaosSystem:
         for closable in (self.proxy, self.cluster, self.nats, self.redis):
             if closable is not None:
                 closable.close()
-        if self.pg.running:
+        if self.pg.running and self.dsn:
             self.drop_slot()
         if self.pg.log_path.exists():
             shutil.copyfile(self.pg.log_path, self.pg_log)

@@ -56,6 +56,7 @@ class ProtocolChecker:
     violations: list[Violation] = field(default_factory=list)
     count: int = 0
     streams_seen: int = 0
+    by_sequence: int = 0  # streams whose request carried a journal sequence (a resume on the same instance)
     modes: dict[str, int] = field(default_factory=dict)
     _generation: int = 0
     _streams: dict[str, _Stream] = field(default_factory=dict)
@@ -70,6 +71,7 @@ class ProtocolChecker:
 
     def opened(self, stream: str, request: pb.SyncRequest) -> None:
         self.streams_seen += 1
+        self.by_sequence += request.last_known_sequence > 0
         self._streams[self._id(stream)] = _Stream(position_key(request.last_known_source_position),
                                                   request.last_known_sequence)
 

@@ -103,8 +103,8 @@ class ChaosReport:
         lines.append("clients:")
         lines += [f"  {name}: {stats}" for name, stats in self.clients.items()]
         for checker in self.checkers:
-            lines.append(f"  {checker.client}: {checker.streams_seen} streams {checker.modes}, "
-                         f"{checker.count} protocol violations")
+            lines.append(f"  {checker.client}: {checker.streams_seen} streams ({checker.by_sequence} asked by "
+                         f"sequence) {checker.modes}, {checker.count} protocol violations")
             lines += [f"    {v}" for v in checker.violations[:10]]
         for consumer, diff in self.mismatches.items():
             lines.append(f"MISMATCH {consumer}: {diff}")
