@@ -94,6 +94,13 @@ class ChaosSystem:
     def nats_url(self) -> str:
         return self.cluster.url if self.cluster is not None else self.nats.url  # type: ignore[union-attr]
 
+    def nats_logs(self) -> dict[str, Path]:
+        """Where each NATS server's log is once the run is over (the cluster's directory is removed)."""
+        if self.cluster is not None:
+            return {node.server_name: self.settings.work_dir / f"{node.server_name}.log" for node in self.cluster.nodes}
+        assert self.nats is not None
+        return {"nats": self.nats.log_path}
+
     @property
     def stream(self) -> str:
         return stream_name(self.prefix, SOURCE)
@@ -142,6 +149,10 @@ class ChaosSystem:
     def close(self) -> None:
         for service in self.services.values():
             service.stop()
+        if self.cluster is not None:
+            for node, kept in zip(self.cluster.nodes, self.nats_logs().values(), strict=True):
+                if node.log_path.exists():
+                    shutil.copyfile(node.log_path, kept)
         for closable in (self.proxy, self.cluster, self.nats, self.redis):
             if closable is not None:
                 closable.close()

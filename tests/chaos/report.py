@@ -14,7 +14,8 @@ from tests.chaos.plan import Step
 from tests.chaos.workload import WriterStats
 
 EXAMPLES = 3
-_NOTEWORTHY = re.compile(r"ERROR|CRITICAL|Traceback|backwards|no acknowledgement|gap")
+_NOTEWORTHY = re.compile(r"WARNING|ERROR|CRITICAL|Traceback|\[ERR\]|backwards|gap")
+_EXPECTED = re.compile(r"coordination")  # warnings of the planned Redis outage
 
 
 @dataclass
@@ -127,7 +128,7 @@ def noteworthy(path: Path, lines: int = 12) -> str:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    found = [line[:400] for line in text if _NOTEWORTHY.search(line)]
+    found = [line[:400] for line in text if _NOTEWORTHY.search(line) and not _EXPECTED.search(line)]
     return "\n".join(found[-lines:]) or "(nothing noteworthy)"
 
 

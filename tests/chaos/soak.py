@@ -37,6 +37,7 @@ BACKOFF = BackoffPolicy(initial=0.05, maximum=1.0, jitter=0.5)
 CLIENT_READY = 120.0
 CLIENT_STEP = 90.0  # a restarted client must be ready within this
 QUERY_DEADLINE = 30.0  # seconds for reading every row of the query service
+GIVE_UP = 2  # failed steps in a row after which the rest of the plan is skipped
 LOAD_TAIL = 8.0  # seconds the writer goes on after the last step
 
 
@@ -105,6 +106,7 @@ class ChaosRun:
         await asyncio.to_thread(system.start_services)
         self.report.logs = {name: s.log_path for name, s in system.services.items()}
         self.report.logs["postgres"] = system.pg_log
+        self.report.logs.update(system.nats_logs())
         addresses = system.fanout_addresses
         self.proxies = {name: FaultProxy(addresses, name=name).start() for name in ("balancer", "stalling")}
         work = self.settings.work_dir
@@ -138,6 +140,10 @@ class ChaosRun:
             for exit_ in await asyncio.to_thread(system.supervise):
                 log.warning("%s exited by itself (%s); restarted", exit_.service, exit_.code)
             await self._step(step)
+            if len(self.report.steps) >= GIVE_UP and not any(r.ok for r in self.report.steps[-GIVE_UP:]):
+                self.report.error = (f"the system did not recover from {GIVE_UP} steps in a row; the other "
+                                     f"{len(self.report.plan) - len(self.report.steps)} steps were skipped")
+                break
         await asyncio.sleep(LOAD_TAIL)  # the last fault gets load behind it too
         self._check_writer()
         self.writer.stop()
@@ -205,8 +211,14 @@ class ChaosRun:
         system = self.system
         await system.quiesce()
         await asyncio.to_thread(system.supervise)
-        await system.all_ready(self.settings.ready_timeout)
         stopped = self.clock()
+        try:
+            await system.all_ready(self.settings.ready_timeout)
+        except AssertionError as exc:  # no point waiting for convergence: say how far everyone got
+            self.report.error = self.report.error or str(exc).splitlines()[0]
+            self.report.mismatches = await self._differences()
+            self.report.unhealthy = await asyncio.to_thread(system.unhealthy)
+            return
         last: dict[str, dict[str, Any]] = {}
 
         async def everyone_equal() -> bool:
