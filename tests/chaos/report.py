@@ -79,6 +79,8 @@ class ChaosReport:
         found += [f"unhealthy at the end: {'; '.join(self.unhealthy)}"] if self.unhealthy else []
         found += [f"{e.service} exited by itself with {e.code} at t={e.at:.1f}s" for e in self.exits]
         found += [f"step failed: {s}" for s in self.steps if not s.ok]
+        found += [f"client {name} stopped for good: {c['failure']}" for name, c in self.clients.items()
+                  if c.get("failure")]
         found += [f"{name} did not stop cleanly on SIGTERM (exit {code})" for name, code in self.stop_codes.items()
                   if code not in (0, None)]
         return found

@@ -94,7 +94,7 @@ class ChaosRun:
             await self._converge()
         except Exception as exc:  # noqa: BLE001 - the report says what stopped the run
             log.exception("chaos run stopped")
-            self.report.error = f"{type(exc).__name__}: {exc}"
+            self.report.error = "; ".join(filter(None, [self.report.error, f"{type(exc).__name__}: {exc}"]))
         finally:
             await self._tear_down()
         return self.report
