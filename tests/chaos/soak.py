@@ -37,7 +37,7 @@ BACKOFF = BackoffPolicy(initial=0.05, maximum=1.0, jitter=0.5)
 CLIENT_READY = 120.0
 CLIENT_STEP = 90.0  # a restarted client must be ready within this
 QUERY_DEADLINE = 30.0  # seconds for reading every row of the query service
-GIVE_UP = 2  # failed steps in a row after which the rest of the plan is skipped
+GIVE_UP = 2  # faults in a row the system did not recover from, after which the rest of the plan is skipped
 LOAD_TAIL = 8.0  # seconds the writer goes on after the last step
 
 
@@ -140,8 +140,9 @@ class ChaosRun:
             for exit_ in await asyncio.to_thread(system.supervise):
                 log.warning("%s exited by itself (%s); restarted", exit_.service, exit_.code)
             await self._step(step)
-            if len(self.report.steps) >= GIVE_UP and not any(r.ok for r in self.report.steps[-GIVE_UP:]):
-                self.report.error = (f"the system did not recover from {GIVE_UP} steps in a row; the other "
+            faults = [r for r in self.report.steps if isinstance(r.step.action, Fault)]
+            if len(faults) >= GIVE_UP and not any(r.ok for r in faults[-GIVE_UP:]):
+                self.report.error = (f"the system did not recover from {GIVE_UP} faults in a row; the other "
                                      f"{len(self.report.plan) - len(self.report.steps)} steps were skipped")
                 break
         await asyncio.sleep(LOAD_TAIL)  # the last fault gets load behind it too
