@@ -26,15 +26,11 @@ import logging
 from collections.abc import Mapping
 
 import nats.errors
-import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js import JetStreamContext
-from nats.js.api import StorageType, StreamConfig
+from nats.js.api import StreamConfig
 
-from laredo_core.errors import ProtocolError
 from laredo_core.position import format_lsn
-from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.naming import (
     HEADER_COMMIT_LSN,
     HEADER_END_LSN,
@@ -50,6 +46,12 @@ from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_fast_publish import FastPublisher, intercept_replies, sanitize
+from laredo_ingest.adapters.nats_stream_setup import (
+    UNANSWERED,
+    ensure_change_stream,
+    ensure_dead_letter_stream,
+    read_tail,
+)
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError, PublishFailed, StreamSetupFailed
 from laredo_ingest.domain.start_plan import StreamTail
@@ -61,9 +63,6 @@ _Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), m
 
 #: JetStream's error codes for a message whose expected predecessor is not the stream's last message.
 _WRONG_LAST_SEQUENCE, _WRONG_LAST_MSG_ID = 10071, 10070
-_UNANSWERED = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError)
-#: How many messages from the stream's end ensure_stream() reads at most to find the last change batch.
-_TAIL_SEARCH = 100
 
 
 class NatsChangePublisher:
@@ -94,80 +93,24 @@ class NatsChangePublisher:
 
     async def ensure_stream(self, spec: StreamSpec) -> StreamTail | None:
         js = await self._connection.jetstream()
-        config = StreamConfig(name=spec.name, subjects=list(spec.subjects), storage=StorageType.FILE,
-                              duplicate_window=spec.duplicate_window, max_age=spec.max_age,
-                              max_bytes=spec.max_bytes, num_replicas=spec.replicas)
-        try:
-            try:
-                info = await js.stream_info(spec.name)
-            except nats.js.errors.NotFoundError:
-                await js.add_stream(config)
-                log.info("created JetStream stream %s for %s", spec.name, ", ".join(spec.subjects))
-            else:
-                if _differs(info.config, config):
-                    await js.update_stream(config)
-                    log.info("updated JetStream stream %s to the configured settings", spec.name)
-        except nats.js.errors.APIError as exc:
-            raise StreamSetupFailed(f"cannot create or update JetStream stream {spec.name}: {exc.description} "
-                                    f"(code {exc.err_code}); check the stream settings") from exc
-        except _UNANSWERED as exc:
-            raise StreamSetupFailed(f"JetStream did not answer for stream {spec.name} ({exc!r}); is nats-server "
-                                    "running with JetStream enabled (-js)?", retryable=True) from exc
+        await ensure_change_stream(js, spec)
         try:
             if self._dead_letters is not None and self._dead_letter_stream is not None:
-                await self._ensure_dead_letter_stream(js, self._dead_letter_stream)
+                await ensure_dead_letter_stream(js, self._dead_letter_stream)
             await self._listen_for_acks()
-        except _UNANSWERED as exc:  # e.g. a cluster electing the leader of a stream
+        except UNANSWERED as exc:  # e.g. a cluster electing the leader of a stream
             raise StreamSetupFailed(f"JetStream did not answer while setting up publishing ({exc!r}); retrying",
                                     retryable=True) from exc
-        return await self._start_chain(js, spec.name)
+        # The next message must follow the stream's last one: whatever an earlier session left in flight has
+        # failed (a late arrival of it makes the first new message fail, and the session start again).
+        self._fail_all("a new publishing session started")
+        last, tail = await read_tail(js, spec.name)
+        self._expected_last = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {last}\r\n"
+        log.debug("publishing to %s after its sequence %d", spec.name, last)
+        return tail
 
     def use_epoch(self, epoch: int) -> None:
         self._epoch = epoch
-
-    async def _start_chain(self, js: JetStreamContext, name: str) -> StreamTail | None:
-        """The next message must follow the stream's last one: whatever an earlier session left in flight
-        has failed (a late arrival of it makes the first new message fail, and the session start again)."""
-        self._fail_all("a new publishing session started")
-        try:
-            info = await js.stream_info(name)
-            last = info.state.last_seq
-            tail = await self._last_change_batch(js, name, info.state.first_seq, last)
-        except (nats.errors.Error, nats.js.errors.APIError) as exc:
-            raise StreamSetupFailed(f"cannot read the last message of JetStream stream {name} ({exc!r})",
-                                    retryable=True) from exc
-        self._expected_last = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {last}\r\n"
-        log.debug("publishing to %s after its sequence %d", name, last)
-        return tail
-
-    async def _last_change_batch(self, js: JetStreamContext, name: str, first: int, last: int) -> StreamTail | None:
-        """The stream's newest message that is a change batch (its last one, unless someone else wrote bytes
-        that are not one to the source's subjects: those are skipped, up to _TAIL_SEARCH of them)."""
-        for sequence in range(last, max(first, last - _TAIL_SEARCH, 1) - 1, -1):
-            try:
-                raw = await js.get_msg(name, sequence)
-                batch = decode_batch(raw.data or b"")
-            except nats.js.errors.NotFoundError:
-                continue  # deleted, or expired meanwhile
-            except ProtocolError as exc:
-                log.warning("message %d of JetStream stream %s is not a change batch (%s); another publisher "
-                            "writes to the source's subjects", sequence, name, exc)
-                continue
-            return StreamTail(last, batch.epoch, batch.commit_lsn)
-        return None
-
-    async def _ensure_dead_letter_stream(self, js: JetStreamContext, config: StreamConfig) -> None:
-        """Created when missing; its limits are the dead-letter store's business (it updates them)."""
-        try:
-            await js.stream_info(config.name)
-        except nats.js.errors.NotFoundError:
-            try:
-                await js.add_stream(config)
-            except nats.js.errors.APIError as exc:
-                raise StreamSetupFailed(f"cannot create the dead-letter stream {config.name}: {exc.description} "
-                                        f"(code {exc.err_code}); a source named 'deadletter' overlaps its "
-                                        "subjects, rename it") from exc
-            log.info("created JetStream stream %s for dead letters", config.name)
 
     async def publish(self, batch: OutboundBatch, on_ack: AckCallback,
                       trace_headers: Mapping[str, str] | None = None) -> None:
@@ -330,14 +273,3 @@ def _reply_error(data: bytes, msg_id: str) -> IngestError:
                              "change")
     return PublishFailed(f"JetStream rejected {msg_id}: {error.get('description', error)} "
                          f"(code {code if code is not None else '?'})")
-
-
-def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
-    def close(a: float | None, b: float | None) -> bool:
-        return abs((a or 0.0) - (b or 0.0)) < 1e-3
-
-    return (sorted(current.subjects or []) != sorted(wanted.subjects or [])
-            or not close(current.duplicate_window, wanted.duplicate_window)
-            or not close(current.max_age, wanted.max_age)
-            or (current.max_bytes or -1) != (wanted.max_bytes or -1)
-            or (current.num_replicas or 1) != (wanted.num_replicas or 1))
