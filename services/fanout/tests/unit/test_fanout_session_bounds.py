@@ -39,15 +39,17 @@ def test_lag_action_is_the_policy_beyond_max_size(policy: BufferPolicy, lag: int
     assert lag_action(BufferLimits(10, policy), lag) is action
 
 
-@pytest.mark.parametrize(("current", "offered", "queued", "lag"), [
-    (100, 100, 0, 0),  # offered everything, written everything
-    (100, 90, 5, 15),  # ten not offered, five offered and waiting to be written
-    (100, 100, 1, 1),  # a filter skipped the rest: only the one written entry counts
-    (90, 100, 0, 0),  # never negative
+@pytest.mark.parametrize(("current", "offered", "queued", "joined", "lag"), [
+    (100, 100, 0, 0, 0),  # offered everything, written everything
+    (100, 90, 5, 0, 15),  # ten not offered, five offered and waiting to be written
+    (100, 100, 1, 0, 1),  # a filter skipped the rest: only the one written entry counts
+    (90, 100, 0, 0, 0),  # never negative
+    (100, 20, 64, 80, 20),  # catching up: only what was appended since it joined (at 80) counts
+    (100, 90, 5, 80, 15),  # past its backlog: as any live client
 ])
 def test_client_lag_counts_entries_not_offered_and_offered_not_written(current: int, offered: int, queued: int,
-                                                                       lag: int) -> None:
-    assert client_lag(current, offered, queued) == lag
+                                                                       joined: int, lag: int) -> None:
+    assert client_lag(current, offered, queued, joined) == lag
 
 
 def test_pin_expires_after_catch_up_timeout_unless_it_is_zero() -> None:

@@ -155,7 +155,7 @@ class SessionProducer:
         if self._pin is not None and pin_expired(self._limits, self._pinned_for()):
             self._release_pin(f"its {self._phase.value} took longer than client_buffer.catch_up_timeout "
                               f"({self._limits.catch_up_timeout:g}s)")
-        lag = client_lag(self._journal.current_sequence, max(self._cursor, self._joined_at), self._buffer.journal_depth)
+        lag = client_lag(self._journal.current_sequence, self._cursor, self._buffer.journal_depth, self._joined_at)
         action = lag_action(self._limits, lag)
         if action is LagAction.DISCONNECT:
             raise ClientTooSlow(client.client_id, self._limits.max_size, client.sequence, self._phase.value)

@@ -44,13 +44,16 @@ class BufferLimits:
             raise ValueError(f"client buffer catch_up_timeout must not be negative, got {self.catch_up_timeout}")
 
 
-def client_lag(current_sequence: int, offered_through: int, queued_entries: int) -> int:
+def client_lag(current_sequence: int, offered_through: int, queued_entries: int, joined_at: int = 0) -> int:
     """Entries a client is behind: those not offered to it yet, plus those queued for it and not yet written.
 
     Entries a filter skipped count as offered (they will never be written), so a filtered client is not
-    thought behind for changes it does not want.
+    thought behind for changes it does not want. `joined_at`: the journal's sequence when the client
+    connected; the backlog before it was retained anyway and does not count (a delta client catching up on
+    more than max_size entries is not too slow for that).
     """
-    return max(0, current_sequence - offered_through) + queued_entries
+    progress = max(offered_through - queued_entries, joined_at)
+    return max(0, current_sequence - progress)
 
 
 class Phase(enum.Enum):

@@ -6,6 +6,7 @@ every client), so their handlers' response serializer is the identity.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -46,7 +47,7 @@ class ReplicationServicer:
             if isinstance(exc, (ClientFellBehind, ClientTooSlow)):
                 log.warning("%s.%s: %s", request.schema, request.table, exc)
             if not context.cancelled():  # a client that already left gets no status
-                await context.abort(*status_for(exc))
+                await _abort(context, request, exc)
 
     async def get_replication_status(self, request: pb.GetReplicationStatusRequest,
                                      context: grpc.aio.ServicerContext) -> pb.GetReplicationStatusResponse:
@@ -75,6 +76,19 @@ class ReplicationServicer:
                     yield message
         except (FanoutError, SnapshotError) as exc:
             await context.abort(*status_for(exc))
+
+
+async def _abort(context: grpc.aio.ServicerContext, request: pb.SyncRequest, exc: Exception) -> None:
+    """End the stream with the error's status; a client whose transport is gone (it closed its channel, or a
+    write to it is still pending) cannot take one: that is the ordinary end of a client that left."""
+    try:
+        await context.abort(*status_for(exc))
+    except grpc.aio.AbortError:
+        raise
+    except Exception as failed:  # noqa: BLE001 - gRPC core's ExecuteBatchError has no public type
+        log.info("%s.%s: client %s left before its stream could be ended with %s (%s: %s)", request.schema,
+                 request.table, request.client_id or "(anonymous)", type(exc).__name__, type(failed).__name__, failed)
+        raise asyncio.CancelledError from None  # the call is over; gRPC logs a cancelled handler at debug level
 
 
 def generic_handlers(servicer: ReplicationServicer) -> list[grpc.GenericRpcHandler]:
