@@ -14,7 +14,6 @@ HEADER_END_LSN = "Laredo-End-Lsn"
 HEADER_TABLE = "Laredo-Table"
 #: JetStream stores a message only if the stream's last message is the one named (see ingest's publisher).
 HEADER_EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
-HEADER_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 
 _SAFE_TOKEN = re.compile(r"[A-Za-z0-9_-]")
 

@@ -10,15 +10,24 @@ consumer skips it as a replay.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_core.changes import Action, BatchKind, TableId
+from laredo_core.position import format_lsn
+from laredo_core.stream.naming import source_subject_filter, stream_name, table_subject
+from laredo_core.tuples import encode_tuple
 from laredo_testing.eventually import eventually
 from laredo_testing.fault_proxy import FaultProxy
 
+from laredo_ingest.adapters.nats_change_publisher import NatsChangePublisher
+from laredo_ingest.adapters.nats_connection import NatsConnection
+from laredo_ingest.domain.batches import ChangeRecord, OutboundBatch
+from laredo_ingest.ports import StreamSpec
+from services.ingest.tests.contract.test_ingest_publisher_contract import SCHEMA, Acks
 from services.ingest.tests.stream_replica import assert_replica_equals_table, read_stream
 
 pytestmark = pytest.mark.integration
@@ -63,3 +72,40 @@ async def test_a_publish_lost_on_the_wire_is_never_overtaken(pg_dsn, ingest_sett
 async def _has_item(nats_url: str, prefix: str, item_id: int) -> bool:
     return any(c.new and c.new.get("id") == item_id for m in await read_stream(nats_url, prefix)
                for c in m.batch.changes)
+
+
+async def test_on_a_replicated_stream_a_refused_message_leaves_the_stream_healthy(nats_cluster, unique_name) -> None:
+    """Three replicas: a message refused because its predecessor never arrived is refused before it is
+    replicated, so the stream keeps taking messages (expected message ids would stop it on every node)."""
+    connection = NatsConnection(list(nats_cluster.urls))
+    publisher = NatsChangePublisher(connection, max_pending=8, ack_timeout=10.0)
+    spec = StreamSpec(stream_name(unique_name, "src"), (source_subject_filter(unique_name, "src"),), 120.0, 0.0,
+                      -1, 3)
+    batches = [_batch(unique_name, 0x1000 + i * 0x100) for i in range(5)]
+    await publisher.ensure_stream(spec)
+    first = Acks()
+    await publisher.publish(batches[0], first.callback("0"))
+    await publisher.publish(dataclasses.replace(batches[1], subject=f"{unique_name}-nowhere.x"), first.callback("1"))
+    for i in (2, 3):
+        await publisher.publish(batches[i], first.callback(str(i)))
+    await eventually(lambda: len(first.results) == 4, what="every message answered")
+    assert first.results["0"] == [None] and all(first.results[str(i)][0] is not None for i in (1, 2, 3))
+
+    await publisher.ensure_stream(spec)  # the next session: the stored one is a duplicate, the rest follow
+    again = Acks()
+    for b in batches:
+        await publisher.publish(b, again.callback(b.msg_id))
+    assert await publisher.wait_for_acks(30.0)
+    assert again.results == {b.msg_id: [None] for b in batches}
+    state = nats_cluster.wait_stream_replicated(spec.name, 3)
+    assert state["messages"] == 5, state
+    await publisher.close()
+    await connection.close()
+
+
+def _batch(prefix: str, commit_lsn: int) -> OutboundBatch:
+    return OutboundBatch(subject=table_subject(prefix, "src", SCHEMA.table),
+                         msg_id=f"src:tx:{format_lsn(commit_lsn)}:public.users:0", source_id="src",
+                         kind=BatchKind.TRANSACTION, schema=SCHEMA, commit_lsn=commit_lsn, end_lsn=commit_lsn + 0x80,
+                         xid=7, last_chunk=True,
+                         changes=[ChangeRecord(Action.INSERT, 0, b"", encode_tuple([b"1", b"x"]))])

@@ -6,14 +6,17 @@ so publishing never waits for a single round trip. This is nats-py's publish_asy
 per-message future, plus an ack deadline: nats-py's futures never time out, and an ack that never
 comes must fail the message so the stream restarts instead of stalling.
 
-Order: the stream never holds a message before one published earlier is stored. Every change-stream message
-names what must be the stream's last message when it arrives: the first one after ensure_stream() the stream's
-last sequence (Nats-Expected-Last-Sequence), every later one its predecessor's id (Nats-Expected-Last-Msg-Id).
-JetStream refuses a message whose predecessor was lost on the wire or rejected (a 503 during a leader change,
-a dropped connection whose later frames nats-py re-sends after reconnecting), so nothing after a hole is
-stored; the session fails and the next one re-publishes from the first unacknowledged change. Duplicates of
-stored messages (a re-sent transaction) are still acknowledged as duplicates: JetStream checks the message id
-before the expected predecessor's id.
+Order: the stream never holds a message before one published earlier is stored. A session starts carefully:
+each change-stream message waits for its ack before the next is sent, while the slot re-sends what the stream
+already holds (acknowledged as duplicates by Nats-Msg-Id). The first message stored anew tells the stream's
+last sequence; from there messages are pipelined, each naming the sequence its predecessor takes
+(Nats-Expected-Last-Sequence). JetStream refuses a message whose predecessor was lost on the wire or refused (a
+503 during a leader election, a dropped connection whose later frames nats-py re-sends after reconnecting), so
+nothing after a hole is stored; the refusal fails the session and the next one starts again from the slot's
+confirmed position. Expected sequences rather than expected message ids: a cluster checks the sequence before
+it replicates a message, but a message id only while applying it on every replica, where a mismatch stops the
+stream (nats-server logs "critical write error"); and a single server checks the sequence before duplicates,
+which is why duplicates are sent carefully, one at a time, with no expectation.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from laredo_core.position import format_lsn
 from laredo_core.stream.naming import (
     HEADER_COMMIT_LSN,
     HEADER_END_LSN,
-    HEADER_EXPECTED_LAST_MSG_ID,
     HEADER_EXPECTED_LAST_SEQUENCE,
     HEADER_KIND,
     HEADER_MSG_ID,
@@ -61,8 +63,8 @@ log = logging.getLogger(__name__)
 
 _Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), msg id
 
-#: JetStream's error codes for a message whose expected predecessor is not the stream's last message.
-_WRONG_LAST_SEQUENCE, _WRONG_LAST_MSG_ID = 10071, 10070
+#: JetStream's error code for a message whose expected predecessor is not the stream's last message.
+_WRONG_LAST_SEQUENCE = 10071
 
 
 class NatsChangePublisher:
@@ -88,7 +90,8 @@ class NatsChangePublisher:
         self._sender: FastPublisher | None = None
         self._trace_source: Mapping[str, str] | None = None
         self._trace_lines = ""
-        self._expected_last = ""  # the header line naming the predecessor of the next change-stream message
+        self._stored_last: int | None = None  # the sequence the previous message takes; None: careful start
+        self._probes: dict[str, asyncio.Future[tuple[int, bool] | None]] = {}  # token -> (seq, duplicate)
         self._epoch = 0
 
     async def ensure_stream(self, spec: StreamSpec) -> StreamTail | None:
@@ -104,8 +107,8 @@ class NatsChangePublisher:
         # The next message must follow the stream's last one: whatever an earlier session left in flight has
         # failed (a late arrival of it makes the first new message fail, and the session start again).
         self._fail_all("a new publishing session started")
+        self._stored_last = None
         last, tail = await read_tail(js, spec.name)
-        self._expected_last = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {last}\r\n"
         log.debug("publishing to %s after its sequence %d", spec.name, last)
         return tail
 
@@ -117,11 +120,25 @@ class NatsChangePublisher:
         if self._dead_letters is not None and batch.dead_letter:
             await self._publish_dead_letters(batch, on_ack)
             return
-        msg_id = epoch_msg_id(batch.msg_id, self._epoch)
-        headers = self._headers(batch, msg_id, trace_headers)
-        # The chain moves on even if this message never leaves: a successor must not be stored without it.
-        self._expected_last = f"{HEADER_EXPECTED_LAST_MSG_ID}: {sanitize(msg_id)}\r\n"
-        await self._send(batch.subject, msg_id, headers, encode_batch(batch, self._epoch), on_ack)
+        msg_id, payload = epoch_msg_id(batch.msg_id, self._epoch), encode_batch(batch, self._epoch)
+        if self._stored_last is None:
+            await self._publish_carefully(batch, msg_id, payload, on_ack, trace_headers)
+            return
+        expected = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {self._stored_last}\r\n"
+        # The prediction moves on even if this message never leaves: a successor must not be stored without it.
+        self._stored_last += 1
+        await self._send(batch.subject, msg_id, self._headers(batch, msg_id, expected, trace_headers), payload,
+                         on_ack)
+
+    async def _publish_carefully(self, batch: OutboundBatch, msg_id: str, payload: bytes, on_ack: AckCallback,
+                                 trace_headers: Mapping[str, str] | None) -> None:
+        """Send and wait for the ack (the start of a session: duplicates, then the first new message)."""
+        answer: asyncio.Future[tuple[int, bool] | None] = asyncio.get_running_loop().create_future()
+        await self._send(batch.subject, msg_id, self._headers(batch, msg_id, "", trace_headers), payload, on_ack,
+                         probe=answer)
+        ack = await answer
+        if ack is not None and not ack[1]:
+            self._stored_last = ack[0]  # stored anew: the duplicates are behind, pipelining starts
 
     async def _publish_dead_letters(self, batch: OutboundBatch, on_ack: AckCallback) -> None:
         """One dead letter per change and pipeline; `on_ack` once all of them are stored (or the first fails)."""
@@ -135,9 +152,13 @@ class NatsChangePublisher:
             headers = f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(msg_id)}\r\n\r\n".encode()
             await self._send(subject, msg_id, headers, payload, all_acked.one)
 
-    async def _send(self, subject: str, msg_id: str, headers: bytes, payload: bytes, on_ack: AckCallback) -> None:
+    async def _send(self, subject: str, msg_id: str, headers: bytes, payload: bytes, on_ack: AckCallback, *,
+                    probe: asyncio.Future[tuple[int, bool] | None] | None = None) -> None:
+        """probe: resolved with (stream sequence, duplicate) of the ack, or None when the message failed."""
         await self._window.acquire()
         token = str(next(self._tokens))
+        if probe is not None:
+            self._probes[token] = probe
         self._pending[token] = (on_ack, asyncio.get_running_loop().time() + self._ack_timeout, msg_id)
         self._idle.clear()
         try:
@@ -158,7 +179,8 @@ class NatsChangePublisher:
         if self._watchdog is None or self._watchdog.done():
             self._watchdog = asyncio.create_task(self._expire_overdue(), name="ingest-ack-deadline")
 
-    def _headers(self, batch: OutboundBatch, msg_id: str, trace_headers: Mapping[str, str] | None) -> bytes:
+    def _headers(self, batch: OutboundBatch, msg_id: str, expected: str,
+                 trace_headers: Mapping[str, str] | None) -> bytes:
         """The header block: one f-string per message, the trace lines encoded once per span."""
         if trace_headers is not self._trace_source:
             self._trace_source = trace_headers
@@ -166,7 +188,7 @@ class NatsChangePublisher:
         end = f"{HEADER_END_LSN}: {format_lsn(batch.end_lsn)}\r\n" if batch.end_lsn else ""
         return (f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(msg_id)}\r\n{HEADER_KIND}: {batch.kind.value}\r\n"
                 f"{HEADER_COMMIT_LSN}: {format_lsn(batch.commit_lsn)}\r\n"
-                f"{HEADER_TABLE}: {sanitize(str(batch.schema.table))}\r\n{end}{self._expected_last}"
+                f"{HEADER_TABLE}: {sanitize(str(batch.schema.table))}\r\n{end}{expected}"
                 f"{self._trace_lines}\r\n").encode()
 
     async def wait_for_acks(self, timeout: float) -> bool:
@@ -201,19 +223,24 @@ class NatsChangePublisher:
         token = subject[self._inbox_prefix:].decode()
         entry = self._pending.get(token)
         if entry is not None:
-            self._complete(token, _reply_error(data, entry[2]) if b'"error"' in data else None)
+            error = _reply_error(data, entry[2]) if b'"error"' in data else None
+            self._complete(token, error, _pub_ack(data) if error is None and token in self._probes else None)
 
     async def _on_reply(self, msg: Msg) -> None:
         token = msg.subject[len(self._inbox) + 1:]
         entry = self._pending.get(token)
         if entry is None:
             return  # already timed out
-        self._complete(token, _ack_error(msg, entry[2]))
+        error = _ack_error(msg, entry[2])
+        self._complete(token, error, _pub_ack(msg.data) if error is None and token in self._probes else None)
 
-    def _complete(self, token: str, error: IngestError | None) -> None:
+    def _complete(self, token: str, error: IngestError | None, ack: tuple[int, bool] | None = None) -> None:
         entry = self._pending.pop(token, None)
         if entry is None:
             return
+        probe = self._probes.pop(token, None)
+        if probe is not None and not probe.done():
+            probe.set_result(ack)
         self._window.release()
         if not self._pending:
             self._idle.set()
@@ -251,6 +278,15 @@ class _AllAcked:
             on_ack(error)
 
 
+def _pub_ack(data: bytes) -> tuple[int, bool] | None:
+    """(sequence, duplicate) of a PubAck; None when it is not one."""
+    try:
+        ack = json.loads(data)
+        return int(ack["seq"]), bool(ack.get("duplicate"))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def _ack_error(msg: Msg, msg_id: str) -> IngestError | None:
     if msg.headers and msg.headers.get("Status") == "503":
         return PublishFailed(f"no JetStream server stored {msg_id} (no responders): the stream's replicas are "
@@ -266,7 +302,7 @@ def _reply_error(data: bytes, msg_id: str) -> IngestError:
     except ValueError:
         return PublishFailed(f"unreadable JetStream reply for {msg_id}: {data[:200]!r}")
     code = error.get("err_code")
-    if code in (_WRONG_LAST_SEQUENCE, _WRONG_LAST_MSG_ID):
+    if code == _WRONG_LAST_SEQUENCE:
         return PublishFailed(f"JetStream refused {msg_id} because the message published before it is not the "
                              f"stream's last ({error.get('description', error)}): it was lost or rejected, so "
                              "nothing after it is stored; publishing starts again from the first unacknowledged "
