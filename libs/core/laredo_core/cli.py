@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 
 from laredo_core.config import LaredoSettings, load_settings
@@ -17,6 +20,10 @@ log = logging.getLogger(__name__)
 
 #: Exit codes scripts can rely on.
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+#: Seconds a service has to stop once told to (SIGTERM, SIGINT), unless it says otherwise (run_service's stop_grace):
+#: then what it still waits on is cancelled; CANCEL_GRACE later the process ends whatever it is doing.
+STOP_GRACE = 15.0
+CANCEL_GRACE = 5.0
 
 
 def parse_args(prog: str, description: str, argv: list[str] | None = None,
@@ -38,11 +45,14 @@ def parse_args(prog: str, description: str, argv: list[str] | None = None,
 def run_service(prog: str, description: str, main: Callable[[LaredoSettings, argparse.Namespace, asyncio.Event],
                 Awaitable[None]], argv: list[str] | None = None,
                 extend: Callable[[argparse.ArgumentParser], None] | None = None,
-                validate: Callable[[LaredoSettings, argparse.Namespace], object] | None = None) -> int:
+                validate: Callable[[LaredoSettings, argparse.Namespace], object] | None = None,
+                stop_grace: Callable[[LaredoSettings, argparse.Namespace], float] | None = None) -> int:
     """Parse arguments, load settings, run `main` until it returns or SIGTERM/SIGINT sets the stop event.
 
     `validate` checks the service's own configuration (raising ConfigError) before anything starts, so
-    --check-config covers it too.
+    --check-config covers it too. `stop_grace`: the seconds `main` has to return once the stop event is set
+    (default STOP_GRACE); after them it is cancelled, and CANCEL_GRACE later the process exits anyway, so a
+    service whose PostgreSQL or NATS stopped answering still stops in time. A second signal cancels at once.
     """
     args = parse_args(prog, description, argv, extend)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
@@ -61,12 +71,10 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
         print("config is valid")
         return EXIT_OK
 
+    grace = stop_grace(settings, args) if stop_grace is not None else STOP_GRACE
+
     async def runner() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await main(settings, args, stop)
+        await _run_until_stopped(prog, main(settings, args, stop := asyncio.Event()), stop, grace)
 
     try:
         asyncio.run(runner())
@@ -77,3 +85,66 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
         log.error("%s stopped: %s", prog, exc)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+async def _run_until_stopped(prog: str, work: Awaitable[None], stop: asyncio.Event, grace: float) -> None:
+    """Run `work`; once a signal sets `stop`, give it `grace` seconds, then cancel it (a second signal: at once),
+    and end the process CANCEL_GRACE later if it still has not returned (a call that ignores cancellation, a
+    thread blocked on a dead connection)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    signals = 0
+
+    def on_signal(sig: signal.Signals) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("%s: %s received; stopping (at most %gs)", prog, sig.name, grace)
+            stop.set()
+            _exit_after(prog, grace + CANCEL_GRACE)
+        else:
+            log.warning("%s: %s received again; stopping now", prog, sig.name)
+            task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait((task,), timeout=grace)
+        forced = signals > 1
+        if not task.done():
+            log.error("%s did not stop within %gs of being told to; cancelling what it still waits for:\n%s", prog,
+                      grace, _stack_of(task))
+            task.cancel()
+            forced = True
+        if forced:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise LaredoError("it was stopped before it could finish stopping (what it waited for was cancelled)")
+        await task
+    finally:
+        stopped.cancel()
+
+
+def _stack_of(task: asyncio.Future[None]) -> str:
+    """Where every task of the service waits (the main one's wait alone is usually a gather)."""
+    out = io.StringIO()
+    for each in asyncio.all_tasks():
+        if each is not asyncio.current_task():
+            each.print_stack(limit=4, file=out)
+    return out.getvalue()
+
+
+def _exit_after(prog: str, seconds: float) -> None:
+    """A last resort beyond the event loop's reach: end the process if it is still running after `seconds`."""
+
+    def end() -> None:
+        log.critical("%s still running %gs after being told to stop; exiting now", prog, seconds)
+        logging.shutdown()
+        os._exit(EXIT_FAILURE)
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()

@@ -21,6 +21,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from laredo_core.errors import ProtocolError
+from laredo_core.shutdown import close_quietly
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import (
@@ -74,7 +75,7 @@ class NatsChangeFeed:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await nc.close()
+            await close_quietly("the change feed's NATS connection", nc.close)
 
     async def _connect(self) -> NatsClient:
         async def attempt() -> NatsClient:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from laredo_core.cli import STOP_GRACE as STOP_GRACE_AFTER_DRAIN
 from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings
 from laredo_core.coordination.ids import default_instance_id
@@ -316,4 +317,10 @@ async def _main(settings: LaredoSettings, args: argparse.Namespace, stop: asynci
 def cli(argv: list[str] | None = None) -> int:
     return run_service(SERVICE_NAME, "Laredo fan-out: table state + change journal served over gRPC Sync.",
                        _main, argv, extend=_add_flags,
-                       validate=lambda settings, args: read_fanout_config(settings, drain_grace=args.drain_grace))
+                       validate=lambda settings, args: read_fanout_config(settings, drain_grace=args.drain_grace),
+                       stop_grace=_stop_grace)
+
+
+def _stop_grace(settings: LaredoSettings, args: argparse.Namespace) -> float:
+    """Draining clients comes first: the stop watchdog's grace starts after drain_grace."""
+    return read_fanout_config(settings, drain_grace=args.drain_grace).drain_grace + STOP_GRACE_AFTER_DRAIN

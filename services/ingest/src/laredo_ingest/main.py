@@ -21,6 +21,7 @@ from laredo_core.config import LaredoSettings
 from laredo_core.deadletters.config import read_dead_letter_settings
 from laredo_core.deadletters.nats_store import dead_letter_stream_config, stream_spec_from_settings
 from laredo_core.health import HealthServer
+from laredo_core.shutdown import close_quietly
 from laredo_core.telemetry import build_meter_provider, build_tracer_provider
 
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
@@ -89,10 +90,10 @@ class IngestApp:
             else:
                 await self._service.run(stop)
         finally:
-            await self._publisher.close()
-            await self._nats.close()
+            await close_quietly("the change publisher", self._publisher.close)
+            await close_quietly("the NATS connection", self._nats.close)
             if self._coordination_store is not None and hasattr(self._coordination_store, "aclose"):
-                await self._coordination_store.aclose()
+                await close_quietly("the coordination store", self._coordination_store.aclose)
             await self._health.stop()
             self._tracer_provider.force_flush()
             self._meter_provider.force_flush()
