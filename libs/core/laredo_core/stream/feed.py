@@ -59,6 +59,14 @@ class ChangeSink(Protocol):
     def on_caught_up(self, table: TableId) -> None: ...
 
 
+class FeedHealth(Protocol):
+    """What a ChangeFeed may also report: the tables whose consumer stands still (no message taken for a while)
+    although the stream holds newer messages for them, each with why. Called from any task, at any time;
+    empty while every table keeps up. A service reports them in its readiness."""
+
+    def stalled(self) -> Mapping[TableId, str]: ...
+
+
 class UndecodableSink(Protocol):
     def on_undecodable(self, message: UndecodableMessage) -> None: ...
 

@@ -34,7 +34,7 @@ class MemoryChangeFeed:
 
     `json_values` as for NatsChangeFeed (typed or JSON-compatible row values).
     Faults: `stream_exists=False` makes run() wait until create_stream(); `delivery_delay`
-    (seconds) is awaited before each delivery.
+    (seconds) is awaited before each delivery; `stalls` (table -> why) is what stalled() reports (FeedHealth).
     """
 
     def __init__(self, *, json_values: bool = False, stream_exists: bool = True,
@@ -48,6 +48,10 @@ class MemoryChangeFeed:
             self._stream_exists.set()
         self._published = asyncio.Event()
         self.delivery_delay = delivery_delay
+        self.stalls: dict[TableId, str] = {}
+
+    def stalled(self) -> dict[TableId, str]:
+        return dict(self.stalls)
 
     def create_stream(self) -> None:
         self._stream_exists.set()

@@ -8,6 +8,8 @@ recreate themselves after a gap, so the callback sees every message in stream or
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -20,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
+from laredo_core.changes import TableId
 from laredo_core.errors import ProtocolError
 from laredo_core.shutdown import close_quietly
 from laredo_core.stream import naming
@@ -52,7 +55,8 @@ class NatsChangeFeed:
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, json_values: bool = False,
                  client_name: str = "laredo", initial_backoff: float = 0.25, max_backoff: float = 5.0,
-                 pending_msgs_limit: int = 100_000, pending_bytes_limit: int = 256 * 1024 * 1024) -> None:
+                 pending_msgs_limit: int = 100_000, pending_bytes_limit: int = 256 * 1024 * 1024,
+                 stall_after: float = 5.0) -> None:
         self._urls = list(urls)
         self._prefix = subject_prefix
         self._json_values = json_values
@@ -61,12 +65,22 @@ class NatsChangeFeed:
         self._max_backoff = max_backoff
         self._pending_msgs_limit = pending_msgs_limit
         self._pending_bytes_limit = pending_bytes_limit
+        self._stall_after = stall_after
+        self._tables: dict[TableId, _TableConsumer] = {}
+        self._resubscribe: asyncio.Event | None = None
+
+    def stalled(self) -> dict[TableId, str]:
+        """The tables whose consumer made no progress for stall_after seconds while the stream held newer
+        messages for them, each with what it waits for (empty: every table keeps up)."""
+        return {table: consumer.stall for table, consumer in self._tables.items() if consumer.stall}
 
     async def run(self, subscriptions: Sequence[FeedSubscription], sink: ChangeSink) -> None:
+        self._resubscribe = asyncio.Event()
         nc = await self._connect()
         failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         js = nc.jetstream()
         tasks = [asyncio.create_task(self._subscribe(js, s, sink, failed)) for s in subscriptions]
+        tasks.append(asyncio.create_task(self._watch(js), name="feed-watch"))
         for task in tasks:
             task.add_done_callback(lambda t: _propagate_failure(t, failed))
         try:
@@ -83,7 +97,7 @@ class NatsChangeFeed:
             # turns each failed attempt into one log line instead of a traceback.
             return await nats.connect(servers=self._urls, name=self._client_name, max_reconnect_attempts=-1,
                                       connect_timeout=2, allow_reconnect=True, error_cb=_log_nats_error,
-                                      disconnected_cb=_log_disconnected, reconnected_cb=_log_reconnected)
+                                      disconnected_cb=_log_disconnected, reconnected_cb=self._reconnected)
 
         return await self._with_backoff(attempt, lambda exc: f"cannot reach NATS at {', '.join(self._urls)} "
                                                              f"({exc!r})")
@@ -118,16 +132,72 @@ class NatsChangeFeed:
         handler = _MessageHandler(subscription, stream, sink, caught_up_at, failed, self._json_values)
         if caught_up_at <= start_after:
             sink.on_caught_up(subscription.table)
-
-        await self._with_backoff(
-            lambda: js.subscribe(subject, stream=stream, ordered_consumer=True, cb=handler.on_message,
-                                 config=_start_after(start_after),
-                                 pending_msgs_limit=self._pending_msgs_limit,
-                                 pending_bytes_limit=self._pending_bytes_limit),
-            lambda exc: f"cannot subscribe to {subject} in {stream} ({exc!r})",
-        )
+        consumer = self._tables[subscription.table] = _TableConsumer(stream, subject, handler)
+        await self._consume(js, consumer)
         log.info("consuming %s from stream %s after sequence %d (caught up at stream sequence %d)", subject, stream,
                  start_after, caught_up_at)
+
+    async def _consume(self, js: JetStreamContext, consumer: _TableConsumer) -> None:
+        """(Re)subscribe the table's ordered consumer right after the last message its handler took; messages
+        still arriving on an earlier subscription are ignored (the handler takes each generation's alone)."""
+        old, consumer.subscription = consumer.subscription, None
+        if old is not None:
+            with contextlib.suppress(Exception):  # the server may not answer, or have forgotten the consumer
+                await old.unsubscribe()
+        handler = consumer.handler
+        generation = handler.new_generation()
+        consumer.subscription = await self._with_backoff(
+            lambda: js.subscribe(consumer.subject, stream=consumer.stream, ordered_consumer=True,
+                                 cb=functools.partial(handler.on_message, generation=generation),
+                                 config=_start_after(handler.last_sequence),
+                                 pending_msgs_limit=self._pending_msgs_limit,
+                                 pending_bytes_limit=self._pending_bytes_limit),
+            lambda exc: f"cannot subscribe to {consumer.subject} in {consumer.stream} ({exc!r})",
+        )
+
+    async def _reconnected(self) -> None:
+        log.info("reconnected to NATS; consumers resume after the last message each took")
+        if self._resubscribe is not None:
+            self._resubscribe.set()
+
+    async def _watch(self, js: JetStreamContext) -> None:
+        """Resubscribe every table at once after a reconnect (the server may have lost the ephemeral consumers
+        and nats-py would notice only after missed heartbeats); report, and resubscribe, a table whose consumer
+        stands still while the stream holds newer messages for it."""
+        assert self._resubscribe is not None
+        loop = asyncio.get_running_loop()
+        check = max(0.05, self._stall_after / 4)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(check):  # a timer for the stall check, not a hot path
+                    await self._resubscribe.wait()
+            reconnected = self._resubscribe.is_set()
+            self._resubscribe.clear()
+            for consumer in list(self._tables.values()):
+                if reconnected:
+                    await self._consume(js, consumer)
+                    consumer.progress(loop.time())
+                elif await self._stalled(js, consumer, loop.time()):
+                    await self._consume(js, consumer)
+
+    async def _stalled(self, js: JetStreamContext, consumer: _TableConsumer, now: float) -> bool:
+        """Whether the consumer stood still for stall_after while the stream has newer messages for it."""
+        if consumer.moved(now) or now - consumer.since < self._stall_after:
+            return False
+        try:
+            newest = (await js.get_last_msg(consumer.stream, consumer.subject)).seq or 0
+        except (NotFoundError, *_TRANSIENT):
+            return False  # nothing to tell, or the server does not answer (then nats-py is reconnecting)
+        taken = consumer.handler.last_sequence
+        if newest <= taken:
+            consumer.progress(now)
+            return False
+        stall = (f"no message of {consumer.subject} taken for {now - consumer.since:.0f}s while stream "
+                 f"{consumer.stream} holds up to sequence {newest} (last taken: {taken})")
+        if consumer.stall != stall:
+            log.warning("change feed stalled: %s; subscribing again", stall)
+        consumer.stall = stall
+        return True
 
     async def _with_backoff(self, attempt: Callable[[], Awaitable[T]], describe: Callable[[Exception], str]) -> T:
         delay = self._initial_backoff
@@ -155,17 +225,40 @@ async def _log_disconnected() -> None:
     log.warning("disconnected from NATS; reconnecting")
 
 
-async def _log_reconnected() -> None:
-    log.info("reconnected to NATS; consumers resume where they were")
-
-
 def _propagate_failure(task: asyncio.Task[None], failed: asyncio.Future[None]) -> None:
     if not task.cancelled() and task.exception() is not None and not failed.done():
         failed.set_exception(task.exception())  # type: ignore[arg-type]
 
 
+class _TableConsumer:
+    """One table's subscription and how it progresses (for the stall check)."""
+
+    def __init__(self, stream: str, subject: str, handler: _MessageHandler) -> None:
+        self.stream, self.subject, self.handler = stream, subject, handler
+        self.subscription: JetStreamContext.PushSubscription | None = None
+        self.stall = ""  # why the table is stalled; empty while it keeps up
+        self.since = 0.0  # when the handler last took a message (as far as the checks saw)
+        self._seen = -1
+
+    def moved(self, now: float) -> bool:
+        """Whether the handler took messages since the last check (and if so, it is not stalled)."""
+        if self.handler.last_sequence == self._seen:
+            return False
+        self.progress(now)
+        return True
+
+    def progress(self, now: float) -> None:
+        if self.stall:
+            log.info("change feed of %s moves again (stream sequence %d)", self.subject, self.handler.last_sequence)
+        self._seen, self.since, self.stall = self.handler.last_sequence, now, ""
+
+
 class _MessageHandler:
-    """Decodes and hands each message to the sink; a sink exception fails the feed's run()."""
+    """Decodes and hands each message to the sink; a sink exception fails the feed's run().
+
+    Messages come from one subscription generation at a time: after a resubscription, what an earlier
+    subscription still delivers is ignored (the new one starts right after `last_sequence`).
+    """
 
     def __init__(self, subscription: FeedSubscription, stream: str, sink: ChangeSink, caught_up_at: int,
                  failed: asyncio.Future[None], json_values: bool) -> None:
@@ -178,8 +271,16 @@ class _MessageHandler:
         self._caught_up = caught_up_at <= subscription.start_after_sequence
         self.yield_at = 0.0
         self._failed = failed
+        self.last_sequence = subscription.start_after_sequence  # the stream sequence of the last message taken
+        self._generation = 0
 
-    async def on_message(self, msg: Msg) -> None:  # nats-py wants a coroutine function
+    def new_generation(self) -> int:
+        self._generation += 1
+        return self._generation
+
+    async def on_message(self, msg: Msg, generation: int = 0) -> None:  # nats-py wants a coroutine function
+        if generation != self._generation:
+            return  # a subscription replaced since: the current one delivers this message again, in order
         self.handle(msg)
         # nats-py runs callbacks back to back while messages are pending: during a catch-up, give the
         # service's other tasks (gRPC, sessions) a turn every few milliseconds instead of only once it is over.
@@ -191,6 +292,7 @@ class _MessageHandler:
     def handle(self, msg: Msg) -> None:
         try:
             sequence = msg.metadata.sequence.stream
+            self.last_sequence = sequence
             self._deliver(msg, sequence)
             # At the start-up last sequence, or at the end of the stream if that message was removed.
             if not self._caught_up and (sequence >= self._caught_up_at or msg.metadata.num_pending == 0):

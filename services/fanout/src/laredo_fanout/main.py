@@ -251,6 +251,7 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
     rebuilds = _rebuilds(config, instance_id, targets, encoder, clock, sink, coordination, feed, stream_tail)
     dead_letters = wire_dead_letters(settings, TARGET_TYPE, f"fanout:{instance_id}", store=dead_letter_store)
     replicator.dead_letters, targets.dead_letter_stats = dead_letters.recorder, dead_letters.stats
+    targets.feed_stalls = getattr(feed, "stalled", None)  # a FeedHealth feed reports tables that stand still
     replay = FanoutDeadLetterReplay({r.table: r for r in replicas}, encoder, clock, partial(
         decode_batch, json_values=True)) if dead_letters.enabled else None
     coordinator = FanoutCoordinator(coordination, instance_id, targets, clock, heartbeat_interval=config.status_interval,

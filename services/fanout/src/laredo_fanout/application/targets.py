@@ -62,6 +62,7 @@ class FanoutTargets:
         self._observer = observer
         self.snapshots: Mapping[TableId, TableSnapshots] = snapshots or {}
         self.dead_letter_stats: Callable[[], Mapping[str, Any]] | None = None  # the dead-letter writer's counters
+        self.feed_stalls: Callable[[], Mapping[TableId, str]] | None = None  # the change feed's (see FeedHealth)
 
     @property
     def replicas(self) -> list[TableReplica]:
@@ -176,15 +177,18 @@ class FanoutTargets:
         await asyncio.gather(*(r.clients.wait_empty() for r in self._replicas.values()))
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Ready when every table is loaded and caught up, nothing drains, and the feed of no table stalls."""
+        stalls = self.feed_stalls() if self.feed_stalls is not None else {}
         tables = {
             str(r.table): {"ready": r.ready, "baseline_complete": r.baseline_complete, "caught_up": r.caught_up,
                            "rows": len(r.state), "sequence": r.journal.current_sequence,
                            "clients": len(r.clients), **({"draining": r.drain.reason} if r.drain else {}),
                            **({"dead_letters": r.dead_letters} if r.dead_letters else {}),
-                           **({"position_regressions": r.position_regressions} if r.position_regressions else {})}
+                           **({"position_regressions": r.position_regressions} if r.position_regressions else {}),
+                           **({"feed_stalled": stalls[r.table]} if r.table in stalls else {})}
             for r in self._replicas.values()
         }
-        ready = all(r.ready for r in self._replicas.values()) and not self.draining
+        ready = all(r.ready for r in self._replicas.values()) and not self.draining and not stalls
         if self.dead_letter_stats is not None:
             return ready, {"tables": tables, "dead_letter_writer": self.dead_letter_stats()}
         return ready, {"tables": tables}
