@@ -108,9 +108,7 @@ class NatsChangePublisher:
         # failed (a late arrival of it makes the first new message fail, and the session start again).
         self._fail_all("a new publishing session started")
         self._stored_last = None
-        last, tail = await read_tail(js, spec.name)
-        log.debug("publishing to %s after its sequence %d", spec.name, last)
-        return tail
+        return await read_tail(js, spec.name)
 
     def use_epoch(self, epoch: int) -> None:
         self._epoch = epoch

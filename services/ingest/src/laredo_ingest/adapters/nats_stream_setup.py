@@ -62,9 +62,9 @@ async def ensure_dead_letter_stream(js: JetStreamContext, config: StreamConfig) 
         log.info("created JetStream stream %s for dead letters", config.name)
 
 
-async def read_tail(js: JetStreamContext, name: str) -> tuple[int, StreamTail | None]:
-    """The stream's last sequence, and its newest message that is a change batch (its last one, unless someone
-    else wrote bytes that are not one to the source's subjects: those are skipped, up to TAIL_SEARCH of them)."""
+async def read_tail(js: JetStreamContext, name: str) -> StreamTail | None:
+    """The stream's newest message that is a change batch (its last one, unless someone else wrote bytes that
+    are not one to the source's subjects: those are skipped, up to TAIL_SEARCH of them); None: there is none."""
     try:
         info = await js.stream_info(name)
         first, last = info.state.first_seq, info.state.last_seq
@@ -78,11 +78,11 @@ async def read_tail(js: JetStreamContext, name: str) -> tuple[int, StreamTail | 
                 log.warning("message %d of JetStream stream %s is not a change batch (%s); another publisher "
                             "writes to the source's subjects", sequence, name, exc)
                 continue
-            return last, StreamTail(last, batch.epoch, batch.commit_lsn)
+            return StreamTail(last, batch.epoch, batch.commit_lsn)
     except (nats.errors.Error, nats.js.errors.APIError) as exc:
         raise StreamSetupFailed(f"cannot read the last message of JetStream stream {name} ({exc!r})",
                                 retryable=True) from exc
-    return last, None
+    return None
 
 
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
