@@ -1,4 +1,8 @@
-"""A grpc.aio server with health checking and reflection, and services registered under alias names."""
+"""A grpc.aio server with health checking and reflection, and services registered under alias names.
+
+With the front door (the default), the configured address is served by Envoy, speaking gRPC, Connect and
+gRPC-Web (see laredo_core.frontdoor), and grpcio listens on a private Unix socket behind it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,11 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
+from laredo_core.frontdoor.codec import CodecInterceptor
+from laredo_core.frontdoor.envoy_config import Upstream
+from laredo_core.frontdoor.envoy_process import EnvoyFrontDoor
+from laredo_core.frontdoor.settings import FrontDoorSettings
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +38,7 @@ class GrpcServer:
     port: int
     health: health.aio.HealthServicer
     service_names: tuple[str, ...]
+    front_door: EnvoyFrontDoor | None = None
 
     async def set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -37,15 +47,31 @@ class GrpcServer:
 
     async def stop(self, grace: float | None) -> None:
         await self.health.enter_graceful_shutdown()
-        await self.server.stop(grace)
+        try:
+            await self.server.stop(grace)
+        finally:
+            if self.front_door is not None:
+                await self.front_door.stop()
 
 
 async def start_grpc_server(host: str, port: int, registrations: Iterable[ServiceRegistration], *,
                             generic_handlers: Sequence[grpc.GenericRpcHandler] = (),
                             extra_service_names: Sequence[str] = (),
-                            options: Sequence[tuple[str, Any]] = ()) -> GrpcServer:
-    """Start serving; port 0 picks a free port. Health starts SERVING for every registered name."""
-    server = grpc.aio.server(options=list(options))
+                            options: Sequence[tuple[str, Any]] = (),
+                            front_door: FrontDoorSettings | None = None, name: str = "service",
+                            interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+                            upstreams: Sequence[Upstream] = ()) -> GrpcServer:
+    """Start serving; port 0 picks a free port. Health starts SERVING for every registered name.
+
+    `front_door` (when enabled) puts Envoy on host:port and grpcio behind it; `upstreams` are further
+    destinations that door routes to (OAM's Query routing). Without it, grpcio serves host:port itself.
+    """
+    door = EnvoyFrontDoor(front_door, host, port, name=name, upstreams=upstreams) \
+        if front_door is not None and front_door.enabled else None
+    server_options = list(options)
+    if front_door is not None:
+        server_options.append(("grpc.max_receive_message_length", front_door.max_request_bytes))
+    server = grpc.aio.server(options=server_options, interceptors=[*interceptors, CodecInterceptor()])
     names: list[str] = list(extra_service_names)
     for reg in registrations:
         for add in reg.add_functions:
@@ -58,11 +84,20 @@ async def start_grpc_server(host: str, port: int, registrations: Iterable[Servic
     reflection.enable_server_reflection(
         (*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = door.backend_address if door is not None else f"{host}:{port}"
+    bound = server.add_insecure_port(address)
     if bound == 0:
-        raise OSError(f"cannot bind gRPC server to {host}:{port}: address in use or not permitted")
+        raise OSError(f"cannot bind gRPC server to {address}: address in use or not permitted")
     await server.start()
-    grpc_server = GrpcServer(server, bound, health_servicer, tuple(names))
+    if door is not None:
+        try:
+            bound = await door.start()
+        except BaseException:
+            await server.stop(None)
+            await door.stop()
+            raise
+    grpc_server = GrpcServer(server, bound, health_servicer, tuple(names), door)
     await grpc_server.set_serving(True)
-    log.info("gRPC on %s:%d serving %s", host, bound, ", ".join(names))
+    log.info("%s on %s:%d serving %s", "gRPC, Connect and gRPC-Web" if door else "gRPC", host, bound,
+             ", ".join(names))
     return grpc_server

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from laredo_core.changes import TableId
 from laredo_core.config.reader import Reader, load_tree
 from laredo_core.errors import ConfigError
+from laredo_core.frontdoor.settings import FrontDoorSettings, parse_front_door
 
 SOURCE_TYPES = ("postgresql", "pg")
 #: Keys of a source section and of a service section validated here; the owning service checks the rest.
@@ -120,6 +121,7 @@ class LaredoSettings:
     snapshot: Mapping[str, Any] = field(default_factory=dict, repr=False)  # read by the snapshot service
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
     dead_letters: Mapping[str, Any] = field(default_factory=dict, repr=False)  # laredo_core.deadletters.config
+    front_door: FrontDoorSettings = field(default_factory=FrontDoorSettings)  # front_door { } and tls { }
 
     def tables_with_target(self, target_type: str) -> tuple[TableSettings, ...]:
         return tuple(t for t in self.tables if t.targets_of(target_type))
@@ -143,7 +145,10 @@ def load_settings(path: str | Path | None, *, env: Mapping[str, str] | None = No
         snapshot=root.section("snapshot").tree,
         raw=tree,
         dead_letters=root.section("dead_letters").tree,
+        front_door=parse_front_door(tree, root.problems),
     )
+    for shared in ("front_door", "tls"):
+        root.raw(shared, None)
     for table in settings.tables:
         if table.source_id not in settings.sources:
             known = ", ".join(settings.sources) or "none"

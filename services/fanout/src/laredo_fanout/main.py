@@ -18,6 +18,7 @@ from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings
 from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.ports import CoordinationStore
+from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.deadletters.store import DeadLetterStore
 from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
@@ -72,6 +73,7 @@ class FanoutApp:
     coordinator: FanoutCoordinator | None = None
     sink: GatedSink | None = None  # in front of the replicator: holds a table's messages while a rebuild installs
     dead_letters: DeadLetterWiring | None = None  # stores what cannot be applied, in the background
+    front_door: FrontDoorSettings | None = None  # None: grpcio serves the port itself
     grpc_port: int = 0
     health_port: int = 0
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -105,6 +107,7 @@ class FanoutApp:
                 self.config.grpc_host, self.config.grpc_port, (),
                 generic_handlers=generic_handlers(ReplicationServicer(self.targets)),
                 extra_service_names=SERVICE_NAMES,
+                front_door=self.front_door, name="fanout",
             )
             self.grpc_port = grpc_server.port
             background = self._background()
@@ -257,7 +260,7 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
     coordinator = FanoutCoordinator(coordination, instance_id, targets, clock, heartbeat_interval=config.status_interval,
                                     rebuilds=rebuilds, dead_letter_replay=replay) if coordination is not None else None
     return FanoutApp(config, targets, replicator, feed, clock, tracer_provider, coordinator, sink=sink,
-                     dead_letters=dead_letters)
+                     dead_letters=dead_letters, front_door=settings.front_door)
 
 
 def _rebuilds(config: FanoutConfig, instance_id: str, targets: FanoutTargets, encoder: ProtobufSyncEncoder,

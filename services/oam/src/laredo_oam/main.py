@@ -15,6 +15,7 @@ from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_core.errors import LaredoError
+from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_server
 from laredo_core.deadletters.config import read_dead_letter_settings
 from laredo_core.deadletters.nats_store import store_from_settings
@@ -46,8 +47,9 @@ class App:
 
     def __init__(self, endpoint: ServiceEndpoint, registration: ServiceRegistration,
                  close_store: Callable[[], Awaitable[None]] | None = None, *,
-                 watch: StatusWatch | None = None) -> None:
+                 watch: StatusWatch | None = None, front_door: FrontDoorSettings | None = None) -> None:
         self.endpoint = endpoint
+        self.front_door = front_door  # None: grpcio serves the port itself
         self._close_store = close_store
         self.watch = watch  # WatchStatus: ended before the gRPC server stops, so open streams do not hold it
         self.started = asyncio.Event()
@@ -73,7 +75,8 @@ class App:
         try:
             await _listen("oam.health_host/oam.health_port", self.health.start())
             self._grpc = await _listen("oam.grpc.host/oam.grpc.port", start_grpc_server(
-                self.endpoint.grpc_host, self.endpoint.grpc_port, [self._registration]))
+                self.endpoint.grpc_host, self.endpoint.grpc_port, [self._registration],
+                front_door=self.front_door, name="oam"))
             self.started.set()
             log.info("OAM service ready: gRPC on port %d, health on port %d", self.grpc_port, self.health_port)
             await stop.wait()
@@ -131,7 +134,7 @@ def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,
                                           watch=watch, restores=Restores(snapshots, launcher),
                                           replays=Replays(snapshots, launcher, config.catalog),
                                           dead_letters=dead_letters),
-               close_store, watch=watch)
+               close_store, watch=watch, front_door=settings.front_door)
 
 
 def _dead_letter_store(settings: LaredoSettings, override: DeadLetterStore | None,

@@ -19,6 +19,7 @@ from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.ports import CoordinationStore
 from laredo_core.errors import LaredoError
+from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.deadletters.store import DeadLetterStore
 from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
@@ -78,6 +79,7 @@ class QueryApp:
     sink: GatedSink | None = None  # in front of the applier: holds a table's messages while a rebuild installs
     dead_letters: DeadLetterWiring | None = None  # stores what cannot be applied, in the background
     startup: StartupRestore | None = None  # loads tables from snapshots before the feed starts
+    front_door: FrontDoorSettings | None = None  # None: grpcio serves the port itself
     grpc_port: int = 0
     health_port: int = 0
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -111,7 +113,7 @@ class QueryApp:
             grpc_server = await _listen("query.grpc.host/query.grpc.port", start_grpc_server(
                 endpoint.grpc_host, endpoint.grpc_port, (),
                 generic_handlers=generic_handlers(QueryServicer(self.service, self.clock)),
-                extra_service_names=QUERY_SERVICE_NAMES))
+                extra_service_names=QUERY_SERVICE_NAMES, front_door=self.front_door, name="query"))
             self.grpc_port = grpc_server.port
             await self._mirror_readiness(grpc_server)
             mirror = asyncio.create_task(self._keep_mirroring(grpc_server), name="query-readiness")
@@ -246,7 +248,7 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
                                        heartbeat_interval=config.status_interval, rebuilds=rebuilds,
                                        dead_letter_replay=replay)
     return QueryApp(config, service, applier, feed, signal, clock, coordinator, close_coordination, sink=gate,
-                    dead_letters=dead_letters, startup=startup)
+                    dead_letters=dead_letters, startup=startup, front_door=settings.front_door)
 
 
 def _snapshot_stores(config: QueryConfig, override: SnapshotStore | None) -> dict[TableId, SnapshotStore]:

@@ -1,0 +1,138 @@
+"""Requests as the front door delivers them: protobuf or JSON (Connect and gRPC-Web JSON), checked at the door.
+
+A grpcio server interceptor. Calls that arrive with `x-laredo-codec: json` are read and answered in the proto3
+JSON mapping; every request body that does not parse is refused with INVALID_ARGUMENT naming the message type,
+instead of grpcio's INTERNAL "Exception deserializing request". Handlers are otherwise untouched: a proto call's
+responses (the fan-out's pre-serialized ones too) go out exactly as the handler makes them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import grpc
+from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf.message import DecodeError, Message
+
+from laredo_core.frontdoor.envoy_config import CODEC_HEADER
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=512)
+def _message_types(method: str) -> tuple[type[Message], type[Message]] | None:
+    """The request and response classes of "/package.Service/Method", from the default descriptor pool."""
+    service, _, name = method.lstrip("/").partition("/")
+    try:
+        descriptor = descriptor_pool.Default().FindServiceByName(service).FindMethodByName(name)
+    except KeyError:
+        return None
+    if descriptor is None:
+        return None
+    return (message_factory.GetMessageClass(descriptor.input_type),
+            message_factory.GetMessageClass(descriptor.output_type))
+
+
+def _request_type(method: str, handler: grpc.RpcMethodHandler) -> type[Message] | None:
+    types = _message_types(method)
+    if types is not None:
+        return types[0]
+    owner = getattr(handler.request_deserializer, "__self__", None)
+    return owner if isinstance(owner, type) and issubclass(owner, Message) else None
+
+
+_BAD_BODY = (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError, TypeError)
+
+
+def _refusal(status: grpc.StatusCode, text: str, streaming: bool) -> Callable[..., Any]:
+    if streaming:
+        async def refuse_stream(_: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(status, text)
+            yield  # pragma: no cover - abort raises
+        return refuse_stream
+
+    async def refuse(_: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(status, text)
+    return refuse
+
+
+def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes], Any],
+             streaming: bool) -> Callable[..., Any]:
+    """The behaviour, taking the raw body and decoding it first: a bad body becomes INVALID_ARGUMENT.
+
+    grpc.aio runs only coroutine and async-generator functions on the event loop, so both shapes are kept.
+    """
+    async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return parse(raw)
+        except _BAD_BODY as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{method}: the request body is not a valid message: {exc}")
+
+    if not streaming:
+        async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            return await behaviour(await parsed(raw, context), context)
+        return unary
+
+    async def stream(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        result = behaviour(await parsed(raw, context), context)
+        if inspect.isasyncgen(result):
+            async for response in result:
+                yield response
+        else:
+            await result
+    return stream
+
+
+class CodecInterceptor(grpc.aio.ServerInterceptor):
+    """Proto or JSON per call; malformed bodies refused with INVALID_ARGUMENT. Stream requests pass through."""
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming:
+            return handler
+        method = details.method
+        json_call = any(k == CODEC_HEADER and v == "json" for k, v in details.invocation_metadata or ())
+        request_type = _request_type(method, handler)
+        original = handler.request_deserializer
+        if json_call:
+            types = _message_types(method)
+            if request_type is None or types is None:
+                return handler._replace(request_deserializer=None, response_serializer=None,
+                                        **_behaviour(handler, _refusal(
+                                            grpc.StatusCode.UNIMPLEMENTED,
+                                            f"{method} does not take JSON; use application/proto",
+                                            handler.response_streaming)))
+            response_type = types[1]
+            serialize = handler.response_serializer
+
+            def parse(raw: bytes) -> Any:
+                message = json_format.Parse(raw.decode("utf-8") or "{}", request_type())
+                return original(message.SerializeToString()) if original else message
+
+            def to_json(response: Any) -> bytes:
+                if not isinstance(response, Message) or not isinstance(response, response_type):
+                    response = response_type.FromString(serialize(response) if serialize else response)
+                return json_format.MessageToJson(response, indent=None).encode()
+
+            return handler._replace(request_deserializer=None, response_serializer=to_json,
+                                    **_behaviour(handler, _decoded(method, _target(handler), parse,
+                                                                   handler.response_streaming)))
+        if original is None:
+            return handler
+        return handler._replace(request_deserializer=None,
+                                **_behaviour(handler, _decoded(method, _target(handler), original,
+                                                               handler.response_streaming)))
+
+
+def _target(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
+    return handler.unary_stream if handler.response_streaming else handler.unary_unary
+
+
+def _behaviour(handler: grpc.RpcMethodHandler, behaviour: Callable[..., Any]) -> dict[str, Any]:
+    return {"unary_stream": behaviour} if handler.response_streaming else {"unary_unary": behaviour}

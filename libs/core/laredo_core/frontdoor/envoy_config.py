@@ -1,0 +1,233 @@
+"""Envoy's bootstrap for a service's front door, as plain data (pure; see envoy_process for the process).
+
+One listener on the service's address speaks HTTP/1.1 and HTTP/2 (cleartext, or TLS with ALPN); its filters
+turn gRPC-Web (grpc_web) and Connect (connect_grpc_bridge) into gRPC, and the router sends every call to the
+grpcio server on a Unix socket. Connect and gRPC-Web JSON reach grpcio as gRPC with the `x-laredo-codec: json`
+header, which `codec.CodecInterceptor` honours. A cleartext client on a TLS port is answered, in cleartext,
+with an error that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from laredo_core.frontdoor.settings import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, FrontDoorSettings
+
+CODEC_HEADER = "x-laredo-codec"
+HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+TLS_REFUSAL = ("this port serves TLS only: connect with https:// (Connect, gRPC-Web) or with TLS channel "
+               "credentials (gRPC)")
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """Calls whose path starts with one of `prefixes` go to `name`, whose endpoints Envoy reads from `eds_path`
+    (a file the service rewrites; Envoy watches its directory). Used by OAM to answer the Query service."""
+
+    name: str
+    prefixes: tuple[str, ...]
+    eds_path: str
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.3f}s"
+
+
+def _header(key: str, value: str, action: str = "OVERWRITE_IF_EXISTS_OR_ADD") -> dict[str, Any]:
+    return {"header": {"key": key, "value": value}, "append_action": action}
+
+
+def _routes(cluster: str, prefix: str) -> list[dict[str, Any]]:
+    """Three routes per destination: JSON bodies, Connect GET with encoding=json, everything else."""
+    target = {"cluster": cluster, "timeout": "0s", "max_stream_duration": {"grpc_timeout_header_max": "0s"}}
+    json_mutations = {
+        # the bridge sends JSON as application/grpc+json, which grpcio refuses: gRPC plus the codec header
+        "request_headers_to_add": [_header(CODEC_HEADER, "json"), _header("content-type", "application/grpc")],
+        "response_headers_to_add": [_header("content-type", "application/grpc+json")],
+    }
+    connect_unary = {"envoy.filters.http.header_mutation": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute",
+        "mutations": {"request_mutations": [{"append": _header("connect-protocol-version", "1",
+                                                               "ADD_IF_ABSENT")}]}}}
+    json_body = {"name": "connect-json-unary", "typed_per_filter_config": connect_unary,
+                 "match": {"prefix": prefix, "headers": [{"name": "content-type",
+                                                          "string_match": {"exact": "application/json"}}]},
+                 "route": target, **json_mutations}
+    json_any = {"name": "json", "match": {"prefix": prefix, "headers": [
+        {"name": "content-type", "string_match": {"contains": "json"}}]}, "route": target, **json_mutations}
+    json_get = {"name": "connect-get-json", "match": {"prefix": prefix, "query_parameters": [
+        {"name": "encoding", "string_match": {"exact": "json"}}]}, "route": target, **json_mutations}
+    proto_body = {"name": "connect-proto-unary", "typed_per_filter_config": connect_unary,
+                  "match": {"prefix": prefix, "headers": [{"name": "content-type",
+                                                           "string_match": {"exact": "application/proto"}}]},
+                  "route": target, "request_headers_to_remove": [CODEC_HEADER]}
+    other = {"name": "binary", "match": {"prefix": prefix}, "route": target,
+             "request_headers_to_remove": [CODEC_HEADER]}
+    return [json_body, json_any, json_get, proto_body, other]
+
+
+def _cors(origins: Sequence[str]) -> dict[str, Any]:
+    matchers = [{"safe_regex": {"regex": ".*"}} if o == "*" else {"exact": o} for o in origins]
+    return {"envoy.filters.http.cors": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy",
+        "allow_origin_string_match": matchers,
+        "allow_methods": "GET, POST, OPTIONS",
+        "allow_headers": ", ".join(CORS_ALLOWED_HEADERS),
+        "expose_headers": ", ".join(CORS_EXPOSED_HEADERS),
+        "max_age": "600"}}
+
+
+#: Connect GET sends the message base64url-encoded; clients may pad it ("=", "%3D"), which the bridge then reads
+#: as an empty message. Padding carries nothing, so it is dropped before the bridge sees the query.
+_UNPAD_GET_MESSAGE = """
+function envoy_on_request(handle)
+  local headers = handle:headers()
+  if headers:get(":method") ~= "GET" then return end
+  local path = headers:get(":path")
+  if path == nil or not string.find(path, "base64=1", 1, true) then return end
+  local fixed = path
+  for _ = 1, 2 do
+    fixed = string.gsub(fixed, "(message=[%w%-_]+)%%3[Dd]", "%1")
+    fixed = string.gsub(fixed, "(message=[%w%-_]+)=", "%1")
+  end
+  if fixed ~= path then headers:replace(":path", fixed) end
+end
+"""
+
+
+def _filter(name: str, type_name: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": name, "typed_config": {"@type": f"type.googleapis.com/{type_name}", **(config or {})}}
+
+
+def _access_log() -> list[dict[str, Any]]:
+    """One line on stderr for each refused or broken request, with the peer: what the door turned away."""
+    refused = {"or_filter": {"filters": [
+        {"status_code_filter": {"comparison": {"op": "GE", "value": {"default_value": 400,
+                                                                     "runtime_key": "laredo.log_status"}}}},
+        {"response_flag_filter": {}},
+    ]}}
+    line = ("front door refused %REQ(:METHOD)% %REQ(:PATH)% from %DOWNSTREAM_REMOTE_ADDRESS%: HTTP "
+            "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS% flags=%RESPONSE_FLAGS% "
+            "grpc-status=%GRPC_STATUS_NUMBER% protocol=%PROTOCOL% content-type=%REQ(CONTENT-TYPE)%\n")
+    return [{"name": "envoy.access_loggers.stderr", "filter": refused, "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog",
+        "log_format": {"text_format_source": {"inline_string": line}}}}]
+
+
+def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstream], *,
+                        client_certs: bool) -> dict[str, Any]:
+    routes: list[dict[str, Any]] = []
+    for upstream in upstreams:
+        for prefix in upstream.prefixes:
+            routes.extend(_routes(upstream.name, prefix))
+    routes.extend(_routes("backend", "/"))
+    virtual_host: dict[str, Any] = {"name": "service", "domains": ["*"], "routes": routes}
+    if settings.cors_origins:
+        virtual_host["typed_per_filter_config"] = _cors(settings.cors_origins)
+    filters = [
+        _filter("envoy.filters.http.cors", "envoy.extensions.filters.http.cors.v3.Cors"),
+        _filter("envoy.filters.http.grpc_web", "envoy.extensions.filters.http.grpc_web.v3.GrpcWeb"),
+        _filter("envoy.filters.http.lua", "envoy.extensions.filters.http.lua.v3.Lua",
+                {"default_source_code": {"inline_string": _UNPAD_GET_MESSAGE}}),
+        _filter("envoy.filters.http.header_mutation",
+                "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation", {"mutations": {}}),
+        _filter("envoy.filters.http.connect_grpc_bridge",
+                "envoy.extensions.filters.http.connect_grpc_bridge.v3.FilterConfig"),
+        _filter("envoy.filters.http.router", "envoy.extensions.filters.http.router.v3.Router"),
+    ]
+    hcm: dict[str, Any] = {
+        "@type": HCM,
+        "stat_prefix": "front_door",
+        "codec_type": "AUTO",
+        "use_remote_address": True,
+        "server_name": "laredo",
+        # identity headers come only from this door: a client's own x-forwarded-client-cert is dropped
+        "forward_client_cert_details": "SANITIZE_SET" if client_certs else "SANITIZE",
+        "stream_idle_timeout": "0s",  # Sync, Subscribe and WatchStatus may be quiet for hours
+        "request_headers_timeout": _duration(settings.request_headers_timeout),
+        "common_http_protocol_options": {"idle_timeout": _duration(settings.idle_timeout),
+                                         "headers_with_underscores_action": "REJECT_REQUEST"},
+        "http2_protocol_options": {
+            "max_concurrent_streams": settings.max_concurrent_streams,
+            "connection_keepalive": {"interval": _duration(settings.keepalive_interval),
+                                     "timeout": _duration(settings.keepalive_timeout)}},
+        "route_config": {"name": "service", "virtual_hosts": [virtual_host]},
+        "http_filters": filters,
+        "access_log": _access_log(),
+    }
+    if client_certs:
+        hcm["set_current_client_cert_details"] = {"subject": True, "uri": True, "dns": True}
+    return hcm
+
+
+def _tls_context(settings: FrontDoorSettings) -> dict[str, Any]:
+    tls = settings.tls
+    common: dict[str, Any] = {
+        "alpn_protocols": ["h2", "http/1.1"],
+        "tls_certificates": [{"certificate_chain": {"filename": tls.cert}, "private_key": {"filename": tls.key}}],
+    }
+    if tls.client_ca:
+        common["validation_context"] = {"trusted_ca": {"filename": tls.client_ca}}
+    return {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+            "common_tls_context": common, "require_client_certificate": tls.require_client_cert}
+
+
+def _plain_refusal() -> dict[str, Any]:
+    """The cleartext chain of a TLS listener: every request is told to use TLS."""
+    return {"name": "envoy.filters.network.http_connection_manager", "typed_config": {
+        "@type": HCM, "stat_prefix": "front_door_cleartext", "codec_type": "AUTO",
+        "route_config": {"virtual_hosts": [{"name": "refuse", "domains": ["*"], "routes": [
+            {"match": {"prefix": "/"}, "direct_response": {"status": 426, "body": {"inline_string": TLS_REFUSAL}},
+             "response_headers_to_add": [_header("upgrade", "TLS/1.2, TLS/1.3")]}]}]},
+        "http_filters": [_filter("envoy.filters.http.router", "envoy.extensions.filters.http.router.v3.Router")],
+        "access_log": _access_log()}}
+
+
+def bootstrap(settings: FrontDoorSettings, *, host: str, port: int, backend_socket: str, admin_socket: str,
+              upstreams: Sequence[Upstream] = ()) -> dict[str, Any]:
+    """The whole Envoy configuration for one service port."""
+    manager = {"name": "envoy.filters.network.http_connection_manager",
+               "typed_config": _connection_manager(settings, upstreams, client_certs=bool(settings.tls.client_ca))}
+    listener: dict[str, Any] = {
+        "name": "front_door",
+        "address": {"socket_address": {"address": host, "port_value": port}},
+        "per_connection_buffer_limit_bytes": settings.max_response_bytes,
+        "filter_chains": [{"filters": [manager]}],
+    }
+    if settings.tls.enabled:
+        listener["listener_filters"] = [_filter("envoy.filters.listener.tls_inspector",
+                                                "envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector")]
+        listener["filter_chains"] = [
+            {"filter_chain_match": {"transport_protocol": "tls"}, "filters": [manager],
+             "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": _tls_context(settings)}},
+            {"filter_chain_match": {"transport_protocol": "raw_buffer"}, "filters": [_plain_refusal()]},
+        ]
+    clusters = [_cluster("backend", {"load_assignment": {"cluster_name": "backend", "endpoints": [
+        {"lb_endpoints": [{"endpoint": {"address": {"pipe": {"path": backend_socket}}}}]}]}, "type": "STATIC"},
+        settings)]
+    for upstream in upstreams:
+        clusters.append(_cluster(upstream.name, {"type": "EDS", "eds_cluster_config": {"eds_config": {
+            "path_config_source": {"path": upstream.eds_path}, "resource_api_version": "V3"}}}, settings))
+    return {
+        "node": {"id": "laredo", "cluster": "laredo"},
+        "admin": {"address": {"pipe": {"path": admin_socket}}},
+        "static_resources": {"listeners": [listener], "clusters": clusters},
+        "overload_manager": {"resource_monitors": [{
+            "name": "envoy.resource_monitors.global_downstream_max_connections",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.resource_monitors."
+                                      "downstream_connections.v3.DownstreamConnectionsConfig",
+                             "max_active_downstream_connections": settings.max_connections}}]},
+    }
+
+
+def _cluster(name: str, discovery: dict[str, Any], settings: FrontDoorSettings) -> dict[str, Any]:
+    return {
+        "name": name, "connect_timeout": "2s",
+        "per_connection_buffer_limit_bytes": settings.max_response_bytes,
+        "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 2_000_000}}}},
+        **discovery,
+    }

