@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from laredo_core.frontdoor.settings import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, FrontDoorSettings
@@ -29,6 +30,10 @@ class Upstream:
     name: str
     prefixes: tuple[str, ...]
     eds_path: str
+    tls_ca: str = ""  # set: the endpoints serve TLS, their certificates signed by this CA
+    tls_cert: str = ""  # the client certificate presented to them (mutual TLS)
+    tls_key: str = ""
+    tls_server_name: str = ""  # SNI and the name their certificates must carry ("": not checked)
 
 
 def _duration(seconds: float) -> str:
@@ -39,14 +44,18 @@ def _header(key: str, value: str, action: str = "OVERWRITE_IF_EXISTS_OR_ADD") ->
     return {"header": {"key": key, "value": value}, "append_action": action}
 
 
-def _routes(cluster: str, prefix: str) -> list[dict[str, Any]]:
-    """Three routes per destination: JSON bodies, Connect GET with encoding=json, everything else."""
+def _routes(cluster: str, prefix: str, *, local: bool = True) -> list[dict[str, Any]]:
+    """The routes to one destination: JSON bodies, Connect GET with encoding=json, everything else.
+
+    To the local grpcio server JSON goes as gRPC plus the codec header; to another Laredo port (`local`
+    false) it goes on as gRPC with the JSON subtype, which that port's own door turns into the same.
+    """
     target = {"cluster": cluster, "timeout": "0s", "max_stream_duration": {"grpc_timeout_header_max": "0s"}}
-    json_mutations = {
-        # the bridge sends JSON as application/grpc+json, which grpcio refuses: gRPC plus the codec header
+    # the bridge sends JSON as application/grpc+json, which grpcio refuses: gRPC plus the codec header
+    json_mutations: dict[str, Any] = {
         "request_headers_to_add": [_header(CODEC_HEADER, "json"), _header("content-type", "application/grpc")],
         "response_headers_to_add": [_header("content-type", "application/grpc+json")],
-    }
+    } if local else {"request_headers_to_remove": [CODEC_HEADER]}
     connect_unary = {"envoy.filters.http.header_mutation": {
         "@type": "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute",
         "mutations": {"request_mutations": [{"append": _header("connect-protocol-version", "1",
@@ -121,7 +130,7 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
     routes: list[dict[str, Any]] = []
     for upstream in upstreams:
         for prefix in upstream.prefixes:
-            routes.extend(_routes(upstream.name, prefix))
+            routes.extend(_routes(upstream.name, prefix, local=False))
     routes.extend(_routes("backend", "/"))
     virtual_host: dict[str, Any] = {"name": "service", "domains": ["*"], "routes": routes}
     if settings.cors_origins:
@@ -208,8 +217,13 @@ def bootstrap(settings: FrontDoorSettings, *, host: str, port: int, backend_sock
         {"lb_endpoints": [{"endpoint": {"address": {"pipe": {"path": backend_socket}}}}]}]}, "type": "STATIC"},
         settings)]
     for upstream in upstreams:
-        clusters.append(_cluster(upstream.name, {"type": "EDS", "eds_cluster_config": {"eds_config": {
-            "path_config_source": {"path": upstream.eds_path}, "resource_api_version": "V3"}}}, settings))
+        discovery: dict[str, Any] = {"type": "EDS", "eds_cluster_config": {"eds_config": {
+            "path_config_source": {"path": upstream.eds_path,
+                                   "watched_directory": {"path": str(Path(upstream.eds_path).parent)}},
+            "resource_api_version": "V3"}}}
+        if upstream.tls_ca:
+            discovery["transport_socket"] = _upstream_tls(upstream)
+        clusters.append(_cluster(upstream.name, discovery, settings))
     return {
         "node": {"id": "laredo", "cluster": "laredo"},
         "admin": {"address": {"pipe": {"path": admin_socket}}},
@@ -220,6 +234,32 @@ def bootstrap(settings: FrontDoorSettings, *, host: str, port: int, backend_sock
                                       "downstream_connections.v3.DownstreamConnectionsConfig",
                              "max_active_downstream_connections": settings.max_connections}}]},
     }
+
+
+def _upstream_tls(upstream: Upstream) -> dict[str, Any]:
+    validation: dict[str, Any] = {"trusted_ca": {"filename": upstream.tls_ca}}
+    if upstream.tls_server_name:
+        validation["match_typed_subject_alt_names"] = [
+            {"san_type": "DNS", "matcher": {"exact": upstream.tls_server_name}}]
+    common: dict[str, Any] = {"alpn_protocols": ["h2"], "validation_context": validation}
+    if upstream.tls_cert:
+        common["tls_certificates"] = [{"certificate_chain": {"filename": upstream.tls_cert},
+                                       "private_key": {"filename": upstream.tls_key}}]
+    config: dict[str, Any] = {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        "common_tls_context": common}
+    if upstream.tls_server_name:
+        config["sni"] = upstream.tls_server_name
+    return {"name": "envoy.transport_sockets.tls", "typed_config": config}
+
+
+def endpoints_document(cluster: str, addresses: Sequence[tuple[str, int]], version: str) -> dict[str, Any]:
+    """The file-based EDS document naming a cluster's endpoints (IP addresses: Envoy resolves no names here)."""
+    return {"version_info": version, "resources": [{
+        "@type": "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+        "cluster_name": cluster,
+        "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {
+            "address": host, "port_value": port}}}} for host, port in addresses]}]}]}
 
 
 def _cluster(name: str, discovery: dict[str, Any], settings: FrontDoorSettings) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from laredo_core.changes import TableId
 from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, service_reader
@@ -12,10 +13,22 @@ from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
 from laredo_oam.domain.catalog import Catalog, ConfiguredSource, ConfiguredTable, ConfiguredTarget
 
-OAM_KEYS = ("command_timeout",)
+OAM_KEYS = ("command_timeout", "query_routing")
 DEFAULT_COMMAND_TIMEOUT = 10.0
 #: Source options shown by ListTables; never the connection string (it may hold a password).
 _SHOWN_SOURCE_KEYS = ("slot_mode", "slot_name", "publication_name")
+
+
+@dataclass(frozen=True, slots=True)
+class QueryRoutingConfig:
+    """OAM's address also answers the Query service, sent on to ready query instances (front door only)."""
+
+    enabled: bool = True
+    refresh: float = 2.0  # how often the ready instances are read from the coordination store
+    tls_ca: str = ""  # set: query instances are reached over TLS, their certificates signed by this CA
+    tls_cert: str = ""  # OAM's client certificate, for query ports that require one
+    tls_key: str = ""
+    tls_server_name: str = ""  # the name their certificates carry, when it is not the address's host
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +42,7 @@ class OamConfig:
     #: The change stream WatchStatus reads row changes from (stream.nats_url, stream.subject_prefix).
     nats_urls: tuple[str, ...] = ()
     subject_prefix: str = "laredo"
+    query_routing: QueryRoutingConfig = field(default_factory=QueryRoutingConfig)
 
 
 def read_oam_config(settings: LaredoSettings) -> OamConfig:
@@ -38,12 +52,36 @@ def read_oam_config(settings: LaredoSettings) -> OamConfig:
     timeout = section.duration("command_timeout", DEFAULT_COMMAND_TIMEOUT)
     if not timeout > 0 and not any("command_timeout" in p for p in problems):
         section.problem("command_timeout", f"must be a positive duration such as 10s, got {timeout:g}s")
+    routing = _query_routing(section.section("query_routing"))
     section.check_unknown()
     stores = snapshot_stores(settings, problems)
     if problems:
         raise ConfigError(problems)
     return OamConfig(settings.redis.url, settings.redis.key_prefix, catalog_from(settings), timeout, stores,
-                     nats_urls=settings.stream.nats_urls, subject_prefix=settings.stream.subject_prefix)
+                     nats_urls=settings.stream.nats_urls, subject_prefix=settings.stream.subject_prefix,
+                     query_routing=routing)
+
+
+def _query_routing(r: Reader) -> QueryRoutingConfig:
+    """`oam.query_routing { enabled, refresh, tls { ca, cert, key, server_name } }`."""
+    tls = r.section("tls")
+    config = QueryRoutingConfig(
+        enabled=r.boolean("enabled", True), refresh=r.duration("refresh", 2.0),
+        tls_ca=tls.string("ca", ""), tls_cert=tls.string("cert", ""), tls_key=tls.string("key", ""),
+        tls_server_name=tls.string("server_name", ""))
+    if not config.refresh > 0:
+        r.problem("refresh", f"must be a positive duration such as 2s, got {config.refresh:g}s")
+    if bool(config.tls_cert) != bool(config.tls_key):
+        tls.problem("cert", "cert and key go together: set both (the client certificate OAM presents) or neither")
+    for key in ("ca", "cert", "key"):
+        path = getattr(config, f"tls_{key}")
+        if path and not Path(path).is_file():
+            tls.problem(key, f"no file at {path!r}")
+    if (config.tls_cert or config.tls_server_name) and not config.tls_ca:
+        tls.problem("ca", "set ca, the CA that signs the query instances' certificates, to reach them over TLS")
+    tls.check_unknown()
+    r.check_unknown()
+    return config
 
 
 def snapshot_stores(settings: LaredoSettings, problems: list[str]) -> dict[TableId, StoreConfig]:

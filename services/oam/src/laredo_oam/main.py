@@ -15,6 +15,7 @@ from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_core.errors import LaredoError
+from laredo_core.frontdoor.envoy_config import Upstream
 from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_server
 from laredo_core.deadletters.config import read_dead_letter_settings
@@ -23,15 +24,17 @@ from laredo_core.health import HealthServer
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.snapshots.store import SnapshotStore
 
+from laredo_oam.adapters.envoy_query_routes import EnvoyQueryRoutes
 from laredo_oam.adapters.nats_change_tail import NatsChangeTail
 from laredo_oam.application.administration import Administration
 from laredo_oam.application.dead_letters import DeadLetters
+from laredo_oam.application.query_routing import QueryRouting
 from laredo_oam.application.replay import RebuildLauncher, Replays
 from laredo_oam.application.restore import Restores
 from laredo_oam.application.snapshots import SnapshotPlace, Snapshots
 from laredo_oam.application.status_view import StatusView
 from laredo_oam.application.status_watch import StatusWatch
-from laredo_oam.config import OamConfig, read_oam_config
+from laredo_oam.config import OamConfig, QueryRoutingConfig, read_oam_config
 from laredo_oam.entrypoints.grpc.servicer import oam_registration
 from laredo_oam.ports import ChangeTail, CoordinationStore, DeadLetterStore
 
@@ -47,9 +50,12 @@ class App:
 
     def __init__(self, endpoint: ServiceEndpoint, registration: ServiceRegistration,
                  close_store: Callable[[], Awaitable[None]] | None = None, *,
-                 watch: StatusWatch | None = None, front_door: FrontDoorSettings | None = None) -> None:
+                 watch: StatusWatch | None = None, front_door: FrontDoorSettings | None = None,
+                 query_routing: tuple[CoordinationStore, QueryRoutingConfig] | None = None) -> None:
         self.endpoint = endpoint
         self.front_door = front_door  # None: grpcio serves the port itself
+        self._query_routing = query_routing  # the OAM address also answers Query (through the front door)
+        self.routing: QueryRouting | None = None
         self._close_store = close_store
         self.watch = watch  # WatchStatus: ended before the gRPC server stops, so open streams do not hold it
         self.started = asyncio.Event()
@@ -72,24 +78,49 @@ class App:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until `stop` is set; then unready, stop gRPC (drain_grace), stop health."""
+        routing: asyncio.Task[None] | None = None
+        routes: tuple[EnvoyQueryRoutes, Upstream] | None = None
         try:
             await _listen("oam.health_host/oam.health_port", self.health.start())
+            routes = self._routes()
             self._grpc = await _listen("oam.grpc.host/oam.grpc.port", start_grpc_server(
                 self.endpoint.grpc_host, self.endpoint.grpc_port, [self._registration],
-                front_door=self.front_door, name="oam"))
+                front_door=self.front_door, name="oam", upstreams=[routes[1]] if routes else ()))
+            if routes is not None and self._query_routing is not None:
+                self.routing = QueryRouting(self._query_routing[0], routes[0],
+                                            refresh=self._query_routing[1].refresh)
+                routing = asyncio.create_task(self.routing.run(), name="oam-query-routing")
             self.started.set()
             log.info("OAM service ready: gRPC on port %d, health on port %d", self.grpc_port, self.health_port)
             await stop.wait()
         finally:
             self._stopping = True
+            if routing is not None:
+                routing.cancel()
             if self._grpc is not None:
                 await self._grpc.set_serving(False)
                 if self.watch is not None:
                     await self.watch.aclose()
                 await self._grpc.stop(self.endpoint.drain_grace)
             await self.health.stop()
+            if routes is not None:
+                routes[0].close()
             if self._close_store is not None:
                 await self._close_store()
+
+
+    def _routes(self) -> tuple[EnvoyQueryRoutes, Upstream] | None:
+        """The front door's query endpoints, when OAM answers Query too (it takes the front door)."""
+        if self._query_routing is None or not self._query_routing[1].enabled:
+            return None
+        if self.front_door is None or not self.front_door.enabled:
+            log.warning("oam.query_routing needs the front door (front_door.enabled = true): the OAM address "
+                        "does not answer Query; call query instances directly")
+            return None
+        config = self._query_routing[1]
+        routes = EnvoyQueryRoutes()
+        return routes, routes.upstream(tls_ca=config.tls_ca, tls_cert=config.tls_cert, tls_key=config.tls_key,
+                                       tls_server_name=config.tls_server_name)
 
 
 async def _listen(keys: str, starting: Any) -> Any:
@@ -134,7 +165,8 @@ def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,
                                           watch=watch, restores=Restores(snapshots, launcher),
                                           replays=Replays(snapshots, launcher, config.catalog),
                                           dead_letters=dead_letters),
-               close_store, watch=watch, front_door=settings.front_door)
+               close_store, watch=watch, front_door=settings.front_door,
+               query_routing=(store, config.query_routing))
 
 
 def _dead_letter_store(settings: LaredoSettings, override: DeadLetterStore | None,

@@ -62,3 +62,14 @@ class ChangeTail(Protocol):
     def follow(self, topics: frozenset[TailTopic]) -> None: ...
 
     async def run(self, sink: ChangeSink) -> None: ...
+
+
+class QueryRoutes(Protocol):
+    """Where the OAM address sends Query service calls (the front door's query cluster).
+
+    Contract: `publish(addresses)` replaces the whole set with these "host:port" addresses of ready query
+    instances (empty: Query calls on the OAM address fail UNAVAILABLE until one is ready); names are resolved
+    here, an address that does not resolve is left out and logged. Idempotent; called by QueryRouting only.
+    """
+
+    async def publish(self, addresses: Sequence[str]) -> None: ...

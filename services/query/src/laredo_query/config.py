@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import socket
+
+import re
 from dataclasses import dataclass
 
 from laredo_core.changes import TableId
@@ -23,8 +26,9 @@ from laredo_query.domain.indexes import LOOKUP, RESERVED_NAMES, IndexDefinition
 
 TARGET_TYPE = "indexed-memory"
 _INDEX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-QUERY_KEYS = ("subscriber_buffer", "subscriber_overflow", "status_interval")
+QUERY_KEYS = ("subscriber_buffer", "subscriber_overflow", "status_interval", "advertise_address")
 DEFAULT_STATUS_INTERVAL = 5.0
+_HOST_PORT = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,8 @@ class QueryConfig:
     redis_url: str = ""
     redis_key_prefix: str = "laredo"
     status_interval: float = DEFAULT_STATUS_INTERVAL
+    # host:port at which OAM (and other instances) reach this instance's gRPC port; "" = derived from it
+    advertise_address: str = ""
 
 
 def read_query_config(settings: LaredoSettings) -> QueryConfig:
@@ -71,13 +77,27 @@ def read_query_config(settings: LaredoSettings) -> QueryConfig:
     status_interval = section.duration("status_interval", DEFAULT_STATUS_INTERVAL)
     if not status_interval > 0 and not any("status_interval" in p for p in problems):
         section.problem("status_interval", f"must be a positive duration such as 5s, got {status_interval:g}s")
+    advertise = section.string("advertise_address", "")
+    if advertise and not _HOST_PORT.fullmatch(advertise):
+        section.problem("advertise_address", f"expected host:port (how OAM reaches this instance), got {advertise!r}")
     section.check_unknown()
     if problems:
         raise ConfigError(problems)
     return QueryConfig(tuple(targets.values()), settings.stream.nats_urls, settings.stream.subject_prefix,
                        settings.query, buffer, OverflowPolicy(overflow), coordination="redis" in settings.raw,
                        redis_url=settings.redis.url, redis_key_prefix=settings.redis.key_prefix,
-                       status_interval=status_interval)
+                       status_interval=status_interval, advertise_address=advertise)
+
+
+def advertised_address(config: QueryConfig, bound_port: int) -> str:
+    """Where others reach this instance: the configured address, else the listen host (or, when it listens on
+    every interface, this machine's name) with the bound port."""
+    if config.advertise_address:
+        return config.advertise_address
+    host = config.endpoint.grpc_host
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.gethostname()
+    return f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}"
 
 
 def _indexes(target: TargetSettings, problems: list[str]) -> tuple[IndexDefinition, ...]:

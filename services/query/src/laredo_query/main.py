@@ -47,7 +47,7 @@ from laredo_query.application.rebuild import QueryRebuildTarget
 from laredo_query.application.startup_restore import RestoreSource, StartupRestore
 from laredo_query.application.query_table import QueryTable, ReadinessSignal
 from laredo_query.application.subscriptions import SubscriberHub
-from laredo_query.config import QueryConfig, read_query_config
+from laredo_query.config import QueryConfig, advertised_address, read_query_config
 from laredo_query.domain.errors import ServiceStopping
 from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.entrypoints.grpc.servicer import QUERY_SERVICE_NAMES, QueryServicer, generic_handlers
@@ -118,6 +118,7 @@ class QueryApp:
             await self._mirror_readiness(grpc_server)
             mirror = asyncio.create_task(self._keep_mirroring(grpc_server), name="query-readiness")
             if self.coordinator is not None:
+                self.coordinator.address = advertised_address(self.config, self.grpc_port)
                 coordination = asyncio.create_task(self.coordinator.run(), name="query-coordination")
             self.started.set()
             log.info("query service on gRPC port %d, health port %d, serving %s", self.grpc_port,

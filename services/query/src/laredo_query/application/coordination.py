@@ -1,6 +1,6 @@
 """This instance in the coordination store: a status heartbeat, and the commands addressed to query instances.
 
-The status (service `query`) is {"ready", "tables": {"schema.table": {ready, baseline_complete, caught_up, rows,
+The status (service `query`) is {"ready", "address" (host:port of its gRPC port), "tables": {"schema.table": {ready, baseline_complete, caught_up, rows,
 position, columns, indexes, subscribers, ...}}}; OAM derives the indexed-memory pipelines' states from it and
 answers GetTableSchema with `columns`. It is stored every `heartbeat_interval` and at once whenever a table's
 readiness changes (InstanceHeartbeat.poke), so a status watcher sees BASELINING -> STREAMING when it happens.
@@ -40,6 +40,7 @@ class QueryCoordinator:
         self.instance = InstanceCoordinator(store, SERVICE, instance_id, self._own_status, self._carry_out,
                                             heartbeat_interval=heartbeat_interval, rebuilds=rebuilds)
         self.joined = self.instance.joined  # set once commands are read
+        self.address = ""  # host:port of this instance's gRPC port, once it serves; OAM routes Query calls there
 
     async def run(self) -> None:
         await self.instance.run(self._report_readiness_changes)
@@ -55,7 +56,10 @@ class QueryCoordinator:
             entry = tables.get(table.name)
             if isinstance(entry, dict):
                 entry["columns"] = column_report(table.indexed.columns)
-        return {"ready": ready, **details}
+        status: dict[str, Any] = {"ready": ready, **details}
+        if self.address:
+            status["address"] = self.address
+        return status
 
     async def _carry_out(self, command: Command) -> CommandAnswer:
         if command.kind is CommandKind.REPLAY_DEAD_LETTERS and self._dead_letter_replay is not None:

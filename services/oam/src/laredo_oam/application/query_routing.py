@@ -1,0 +1,58 @@
+"""One address for operators: Query calls made to OAM's port go on to the query instances that are ready.
+
+Every `refresh` the query instances' heartbeats are read from the coordination store; those reporting
+`ready` and an `address` become the front door's query endpoints. While the store cannot be reached the last
+known set stays in place (logged once), so an outage of Redis does not cut operators off from Query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from laredo_core.coordination.ports import CoordinationStore, CoordinationUnavailable
+
+from laredo_oam.ports import QueryRoutes
+
+log = logging.getLogger(__name__)
+
+QUERY_SERVICE = "query"
+
+
+async def ready_query_addresses(store: CoordinationStore) -> list[str]:
+    """The advertised addresses of the query instances that report themselves ready, sorted."""
+    instances = await store.instances(QUERY_SERVICE)
+    return sorted({str(i.status["address"]) for i in instances
+                   if i.status.get("ready") is True and i.status.get("address")})
+
+
+class QueryRouting:
+    def __init__(self, store: CoordinationStore, routes: QueryRoutes, *, refresh: float = 2.0) -> None:
+        self._store, self._routes, self._refresh = store, routes, refresh
+        self.addresses: list[str] | None = None  # the set last published (None: nothing yet)
+
+    async def refresh_once(self) -> None:
+        addresses = await ready_query_addresses(self._store)
+        if addresses != self.addresses:
+            await self._routes.publish(addresses)
+            if addresses:
+                log.info("Query calls on the OAM address go to %s", ", ".join(addresses))
+            else:
+                log.warning("no query instance is ready: Query calls on the OAM address answer UNAVAILABLE "
+                            "until one is (start laredo-query, or call a query instance directly)")
+            self.addresses = addresses
+
+    async def run(self) -> None:
+        unreachable = False
+        while True:
+            try:
+                await self.refresh_once()
+                if unreachable:
+                    log.info("coordination store reachable again: Query routing follows the ready instances")
+                unreachable = False
+            except CoordinationUnavailable as exc:
+                if not unreachable:
+                    log.warning("cannot read the query instances (%s); Query calls on the OAM address keep "
+                                "going to %s", exc, ", ".join(self.addresses or []) or "no instance")
+                unreachable = True
+            await asyncio.sleep(self._refresh)
