@@ -13,6 +13,7 @@
 
 from laredo_client.blocking import BlockingLaredoClient
 from laredo_client.client import LaredoClient
+from laredo_client.credentials import BearerToken, TlsOptions
 from laredo_client.errors import (
     ClientError,
     ClientFailed,
@@ -27,7 +28,7 @@ from laredo_client.stream_observer import StreamObserver
 from laredo_client.values import Column, Row
 
 __all__ = [
-    "BackoffPolicy", "BlockingLaredoClient", "ClientError", "ClientFailed", "ClientOptions", "ClientStats", "Column",
-    "Filter", "FilterKind", "Index", "LaredoClient", "ProtocolViolation", "Row", "SequenceGapError",
-    "ServerChanged", "StreamObserver", "StreamSilent",
+    "BackoffPolicy", "BearerToken", "BlockingLaredoClient", "ClientError", "ClientFailed", "ClientOptions",
+    "ClientStats", "Column", "Filter", "FilterKind", "Index", "LaredoClient", "ProtocolViolation", "Row", "SequenceGapError",
+    "ServerChanged", "StreamObserver", "StreamSilent", "TlsOptions",
 ]

@@ -14,6 +14,7 @@ import grpc
 
 from laredo_client.backoff import Backoff
 from laredo_client.client_replica import ClientReplica, Listener
+from laredo_client.credentials import BearerToken, TlsOptions
 from laredo_client.errors import ClientFailed
 from laredo_client.indexed_state import PRIMARY_LOOKUP, Row
 from laredo_client.options import DEFAULT_MAX_BATCH_SIZE, BackoffPolicy, ClientOptions, Filter, Index
@@ -35,8 +36,11 @@ class LaredoClient:
     unique and non-unique secondary indexes for `lookup_all()`); `client_id`; `filters` (rows the server sends:
     Filter.equals / prefix / is_in, AND-ed); `max_batch_size` (rows or entries per message, 100 by default;
     0 asks for one per message); `heartbeat_timeout` (seconds of silence, heartbeats included, after which the
-    connection is dead); `backoff` (reconnect delays); `channel_credentials` / `channel_options` (gRPC channel
-    settings; messages of up to 64 MiB are accepted unless `grpc.max_receive_message_length` says otherwise);
+    connection is dead); `backoff` (reconnect delays); `tls` (TlsOptions: CA, client certificate and key for
+    mutual TLS, server name; an `https://host:port` address means TLS with the system's roots); `token` (a
+    string or BearerToken: `BearerToken.from_env(...)`, `.from_file(...)`; sent as `authorization: Bearer ...`
+    with every call); `channel_credentials` / `channel_options` (gRPC channel settings, instead of `tls`;
+    messages of up to 64 MiB are accepted unless `grpc.max_receive_message_length` says otherwise);
     `bootstrap_from_server_snapshot` (without a usable local snapshot, start from the server's newest stored
     snapshot, fetched with FetchSnapshot, and Sync only the changes after it; not with `filters`);
     `stream_observer` (a StreamObserver shown every stream's request and messages: protocol checks, diagnostics).
@@ -52,7 +56,8 @@ class LaredoClient:
                  channel_credentials: grpc.ChannelCredentials | None = None,
                  channel_options: Iterable[tuple[str, Any]] = (), rng: random.Random | None = None,
                  bootstrap_from_server_snapshot: bool = False,
-                 stream_observer: StreamObserver | None = None) -> None:
+                 stream_observer: StreamObserver | None = None, tls: TlsOptions | None = None,
+                 token: str | BearerToken | None = None) -> None:
         self.options = ClientOptions(
             address=address, schema=schema, table=table,
             local_snapshot_path=Path(local_snapshot_path) if local_snapshot_path else None,
@@ -60,7 +65,12 @@ class LaredoClient:
             filters=tuple(filters), max_batch_size=max_batch_size, heartbeat_timeout=heartbeat_timeout,
             backoff=backoff or BackoffPolicy(), channel_credentials=channel_credentials,
             channel_options=tuple(channel_options), bootstrap_from_server_snapshot=bootstrap_from_server_snapshot,
-            stream_observer=stream_observer)
+            stream_observer=stream_observer, tls=tls,
+            token=BearerToken.of(token) if isinstance(token, str) else token)
+        if self.options.token is not None and not self.options.encrypted:
+            log.warning("%s: the bearer token goes to %s without TLS, readable by anyone on the network path; "
+                        "configure tls (or an https:// address) unless that network is trusted",
+                        self._table_name, address)
         self.stats = ClientStats()
         self._replica = ClientReplica(self.options.lookup_fields, self.options.indexes)
         self._backoff = Backoff(self.options.backoff, rng)

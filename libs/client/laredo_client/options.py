@@ -13,6 +13,7 @@ import grpc
 from laredo_core.errors import ConfigError
 from laredo_core.jsonvalue import to_json_value
 
+from laredo_client.credentials import BearerToken, TlsOptions, parse_address, says_cleartext
 from laredo_client.stream_observer import StreamObserver
 
 _SCALARS = (type(None), bool, int, float, str)
@@ -105,12 +106,25 @@ class ClientOptions:
     channel_options: tuple[tuple[str, Any], ...] = ()
     bootstrap_from_server_snapshot: bool = False
     stream_observer: StreamObserver | None = None
+    tls: TlsOptions | None = None
+    token: BearerToken | None = None
 
     def __post_init__(self) -> None:
         problems = [*_table_problems(self), *_index_problems(self.lookup_fields, self.indexes),
-                    *_timing_problems(self)]
+                    *_timing_problems(self), *_security_problems(self)]
         if problems:
             raise ConfigError(problems)
+
+    @property
+    def effective_tls(self) -> TlsOptions | None:
+        """The TLS settings channels use: `tls`, or the system's roots for an `https://` address."""
+        if self.tls is None and parse_address(self.address).https:
+            return TlsOptions()
+        return self.tls
+
+    @property
+    def encrypted(self) -> bool:
+        return self.channel_credentials is not None or self.effective_tls is not None
 
 
 def _table_problems(options: ClientOptions) -> list[str]:
@@ -140,6 +154,16 @@ def _index_problems(lookup_fields: Sequence[str], indexes: Sequence[Index]) -> l
         seen.add(index.name)
         if not index.fields or any(not f for f in index.fields):
             problems.append(f"indexes.{index.name}: needs one or more non-empty field names")
+    return problems
+
+
+def _security_problems(options: ClientOptions) -> list[str]:
+    problems = []
+    if options.tls is not None and options.channel_credentials is not None:
+        problems.append("tls: give either tls or channel_credentials, not both")
+    if options.tls is not None and says_cleartext(options.address):
+        problems.append(f"address: {options.address!r} names a cleartext scheme but tls is set; write "
+                        f"https://host:port or host:port")
     return problems
 
 

@@ -40,6 +40,13 @@ _FATAL_CODES = frozenset({
     grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.ALREADY_EXISTS,
 })
+_CHECK_SUBSCRIPTION = "check the address, table and filters"
+_REMEDIES = {
+    grpc.StatusCode.UNAUTHENTICATED: ("the server requires a valid token: pass token=, or check that "
+                                      "the token given is one this server accepts"),
+    grpc.StatusCode.PERMISSION_DENIED: "the token's role may not read this table: use a token with the read role "
+                                       "for it",
+}
 
 
 def filter_to_proto(predicate: Filter) -> pb.FieldPredicate:
@@ -162,7 +169,7 @@ class ReplicationLoop:
         self.status = f"failed: {_describe(error)}"
         if isinstance(error, grpc.aio.AioRpcError):
             raise ClientFailed(f"{stream.name}: the server refused the subscription ({_describe(error)}); "
-                               f"check the address, table and filters") from error
+                               f"{_REMEDIES.get(error.code(), _CHECK_SUBSCRIPTION)}") from error
         raise ClientFailed(f"{stream.name}: unexpected error while applying the stream: {error!r}") from error
 
     async def _pace_handoffs(self, old: SyncStream) -> None:

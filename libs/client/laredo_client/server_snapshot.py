@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+
 import grpc
 
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc
 
+from laredo_client.channels import open_channel
 from laredo_client.client_replica import ClientReplica, Cursor
+from laredo_client.credentials import call_metadata
 from laredo_client.indexed_state import Row
 from laredo_client.options import ClientOptions
 from laredo_client.values import Column, RowDecoder
@@ -32,7 +35,6 @@ log = logging.getLogger(__name__)
 
 _RESUMABLE = (pb.SYNC_MODE_DELTA_FROM_SNAPSHOT, pb.SYNC_MODE_DELTA)
 _NO_SNAPSHOTS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND)
-_MAX_RECEIVE, _DEFAULT_MAX_RECEIVE = "grpc.max_receive_message_length", 64 * 1024 * 1024
 
 
 class BootstrapSkipped(Exception):
@@ -69,7 +71,7 @@ async def bootstrap_from_server_snapshot(options: ClientOptions, replica: Client
 async def fetch_server_snapshot(options: ClientOptions) -> ServerSnapshot:
     """The newest stored snapshot the server can continue, with its rows; BootstrapSkipped when there is none,
     AioRpcError or TimeoutError when a call fails."""
-    channel = _channel(options)
+    channel = open_channel(options)
     try:
         stub = pb_grpc.TableSyncReplicationStub(channel)
         info = await _newest(stub, options)
@@ -83,7 +85,7 @@ async def fetch_server_snapshot(options: ClientOptions) -> ServerSnapshot:
 async def _newest(stub: pb_grpc.TableSyncReplicationStub, options: ClientOptions) -> pb.ReplicationSnapshotInfo:
     try:
         listed = await stub.ListSnapshots(pb.ListSnapshotsRequest(schema=options.schema, table=options.table, limit=1),
-                                          timeout=options.heartbeat_timeout)
+                                          timeout=options.heartbeat_timeout, metadata=call_metadata(options.token))
     except grpc.aio.AioRpcError as exc:
         if exc.code() in _NO_SNAPSHOTS:
             raise BootstrapSkipped(f"the server keeps no snapshots of the table ({exc.details()})") from None
@@ -97,7 +99,8 @@ async def _columns_if_resumable(stub: pb_grpc.TableSyncReplicationStub, options:
                                 info: pb.ReplicationSnapshotInfo) -> tuple[Column, ...]:
     """The table's columns, once a Sync naming the snapshot was answered with a mode that continues it."""
     call = stub.Sync(pb.SyncRequest(schema=options.schema, table=options.table, client_id=options.client_id,
-                                    last_snapshot_id=info.snapshot_id))
+                                    last_snapshot_id=info.snapshot_id),
+                     metadata=call_metadata(options.token))
     try:
         first = await asyncio.wait_for(call.read(), options.heartbeat_timeout)
     finally:
@@ -114,7 +117,8 @@ async def _columns_if_resumable(stub: pb_grpc.TableSyncReplicationStub, options:
 async def _rows(stub: pb_grpc.TableSyncReplicationStub, options: ClientOptions, info: pb.ReplicationSnapshotInfo,
                 decoder: RowDecoder) -> tuple[list[Row], str]:
     """Every row of the snapshot and the source position it reflects; each message within heartbeat_timeout."""
-    call = stub.FetchSnapshot(pb.FetchSnapshotRequest(snapshot_id=info.snapshot_id))
+    call = stub.FetchSnapshot(pb.FetchSnapshotRequest(snapshot_id=info.snapshot_id),
+                              metadata=call_metadata(options.token))
     rows: list[Row] = []
     position = ""
     try:
@@ -134,13 +138,3 @@ async def _rows(stub: pb_grpc.TableSyncReplicationStub, options: ClientOptions, 
                 return rows, response.end.source_position or position
     finally:
         call.cancel()
-
-
-def _channel(options: ClientOptions) -> grpc.aio.Channel:
-    """A channel of its own for the bootstrap calls, with the client's channel settings."""
-    channel_options = tuple(options.channel_options)
-    if not any(name == _MAX_RECEIVE for name, _ in channel_options):
-        channel_options += ((_MAX_RECEIVE, _DEFAULT_MAX_RECEIVE),)
-    if options.channel_credentials is not None:
-        return grpc.aio.secure_channel(options.address, options.channel_credentials, channel_options)
-    return grpc.aio.insecure_channel(options.address, channel_options)

@@ -15,7 +15,9 @@ import grpc
 
 from laredo.replication.v1 import replication_pb2 as pb
 
+from laredo_client.channels import open_channel
 from laredo_client.client_replica import ClientReplica
+from laredo_client.credentials import call_metadata
 from laredo_client.errors import ServerChanged, StreamSilent
 from laredo_client.options import ClientOptions
 from laredo_client.stats import ClientStats
@@ -28,9 +30,6 @@ __all__ = ["SYNC_METHOD", "SyncStream", "mode_name"]
 
 SYNC_METHOD = "/laredo.replication.v1.TableSyncReplication/Sync"
 _OWN_CONNECTION = "grpc.use_local_subchannel_pool"
-#: gRPC's default of 4 MiB is too small for a batch of wide rows; a message over the limit would fail the stream
-#: on every retry, so batches of up to this size are accepted unless the application sets its own limit.
-_MAX_RECEIVE, _DEFAULT_MAX_RECEIVE = "grpc.max_receive_message_length", 64 * 1024 * 1024
 
 
 class SyncStream(StreamApplier):
@@ -65,7 +64,7 @@ class SyncStream(StreamApplier):
                                         response_deserializer=None)  # bytes: handle_bytes decodes them
             if observer is not None:
                 observer.opened(self.name, self.request)
-            call = sync(self.request)
+            call = sync(self.request, metadata=call_metadata(self.options.token))
             try:
                 while True:
                     message = await self._within_deadline(call.read())
@@ -82,13 +81,7 @@ class SyncStream(StreamApplier):
     def _open_channel(self) -> grpc.aio.Channel:
         """A new channel and a new connection per stream, so a load balancer can route a re-dial elsewhere:
         by default gRPC shares one connection among all channels to the same address in a process."""
-        options = self.options
-        channel_options = ((_OWN_CONNECTION, 1), *options.channel_options)
-        if not any(name == _MAX_RECEIVE for name, _ in options.channel_options):
-            channel_options += ((_MAX_RECEIVE, _DEFAULT_MAX_RECEIVE),)
-        if options.channel_credentials is not None:
-            return grpc.aio.secure_channel(options.address, options.channel_credentials, channel_options)
-        return grpc.aio.insecure_channel(options.address, channel_options)
+        return open_channel(self.options, (_OWN_CONNECTION, 1))
 
     async def _within_deadline(self, pending: Awaitable[T]) -> T:
         timeout = self.options.heartbeat_timeout

@@ -60,6 +60,7 @@ class Script:
     steps: list[Any]
     metadata: tuple[tuple[str, str], ...] = ()
     request: pb.SyncRequest | None = None
+    received_metadata: dict[str, str] = field(default_factory=dict)  # what the client sent with the call
     started: asyncio.Event = field(default_factory=asyncio.Event)
     done_steps: asyncio.Event = field(default_factory=asyncio.Event)  # every step was played
     closed_by_client: asyncio.Event = field(default_factory=asyncio.Event)
@@ -77,13 +78,17 @@ class ScriptedReplicationServer:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    async def start(self) -> None:
+    async def start(self, credentials: grpc.ServerCredentials | None = None) -> None:
+        """Listen on a free port: cleartext, or TLS with `credentials`."""
         self._server = grpc.aio.server()
         handler = grpc.unary_stream_rpc_method_handler(
             self._sync, request_deserializer=pb.SyncRequest.FromString,
             response_serializer=pb.SyncResponse.SerializeToString)
         self._server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {"Sync": handler})])
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        if credentials is None:
+            self.port = self._server.add_insecure_port("127.0.0.1:0")
+        else:
+            self.port = self._server.add_secure_port("127.0.0.1:0", credentials)
         await self._server.start()
 
     async def stop(self) -> None:
@@ -103,6 +108,8 @@ class ScriptedReplicationServer:
     async def _sync(self, request: pb.SyncRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         script = await self._queue.get()
         script.request = request
+        script.received_metadata = {key: value for key, value in context.invocation_metadata() or ()
+                                    if isinstance(value, str)}
         self.calls.append(script)
         script.started.set()
         try:
