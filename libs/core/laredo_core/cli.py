@@ -13,8 +13,9 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 
-from laredo_core.config import LaredoSettings, load_settings
+from laredo_core.config import LaredoSettings, load_settings, load_tree
 from laredo_core.errors import ConfigError, LaredoError
+from laredo_core.redaction import Redactor, activate, install_log_filter, scrub
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +54,25 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
     --check-config covers it too. `stop_grace`: the seconds `main` has to return once the stop event is set
     (default STOP_GRACE); after them it is cancelled, and CANCEL_GRACE later the process exits anyway, so a
     service whose PostgreSQL or NATS stopped answering still stops in time. A second signal cancels at once.
+
+    Secrets never leave (laredo_core.redaction): once the file is read, every configured secret value is known
+    to the process's Redactor; log lines (message, exception, stack) and what is printed are scrubbed with it.
     """
     args = parse_args(prog, description, argv, extend)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_filter()
     if not args.config:
         print(f"{prog}: no configuration: pass --config PATH or set LAREDO_CONFIG", file=sys.stderr)
         return EXIT_CONFIG
     try:
         settings = load_settings(args.config, sets=args.set)
+        activate(Redactor.from_tree(settings.raw))
         if validate is not None:
             validate(settings, args)
     except ConfigError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        _know_secrets_of(args)
+        print(f"{prog}: {scrub(str(exc))}", file=sys.stderr)
         return EXIT_CONFIG
     if args.check_config:
         print("config is valid")
@@ -79,12 +86,25 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
     try:
         asyncio.run(runner())
     except ConfigError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {scrub(str(exc))}", file=sys.stderr)
         return EXIT_CONFIG
     except LaredoError as exc:
         log.error("%s stopped: %s", prog, exc)
         return EXIT_FAILURE
+    except Exception:
+        # Logged rather than left to the interpreter, whose traceback would bypass the log filter.
+        log.critical("%s crashed", prog, exc_info=True)
+        return EXIT_FAILURE
     return EXIT_OK
+
+
+def _know_secrets_of(args: argparse.Namespace) -> None:
+    """Learn the secrets of a file that failed validation, so its error messages can be scrubbed; a file that
+    cannot even be parsed leaves the rule alone (URL and key=value credentials are still redacted)."""
+    try:
+        activate(Redactor.from_tree(load_tree(args.config, sets=args.set)))
+    except ConfigError:
+        pass
 
 
 async def _run_until_stopped(prog: str, work: Awaitable[None], stop: asyncio.Event, grace: float) -> None:

@@ -20,6 +20,7 @@ from laredo_core.coordination.outage import OutageLog
 from laredo_core.coordination.ports import CoordinationStore, CoordinationUnavailable, InstanceStatus
 from laredo_core.coordination.records import check_name, to_json
 from laredo_core.coordination.status_reports import instance_status_event
+from laredo_core.redaction import scrub_tree
 
 __all__ = ["InstanceHeartbeat", "LeaderLease", "OUTAGE_RETRY", "POKE_BACKLOG"]
 
@@ -159,7 +160,8 @@ class InstanceHeartbeat:
             self._poked.clear()
 
     async def _store_status(self, status: Mapping[str, Any], *, announce: bool) -> bool:
-        instance = InstanceStatus(self.service, self.instance_id, status, self._next_stamp())
+        # What an instance reports (last errors included) may quote a connection string: it leaves scrubbed.
+        instance = InstanceStatus(self.service, self.instance_id, scrub_tree(status), self._next_stamp())
         try:
             # A store call never takes longer than the ttl: by then this heartbeat is worthless anyway.
             async with asyncio.timeout(self.ttl):

@@ -27,8 +27,9 @@ from laredo_oam.application.status_watch import StatusWatch
 from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.domain.states import ServiceState
 from laredo_oam.entrypoints.grpc import mappers
-from laredo_oam.entrypoints.grpc.errors import mapped_errors, status_code_for
+from laredo_oam.entrypoints.grpc.errors import mapped_errors, status_for
 from laredo_oam.entrypoints.grpc.dead_letter_handlers import DeadLetterHandlers
+from laredo_oam.entrypoints.grpc.redacted import redacted
 from laredo_oam.entrypoints.grpc.replay_handlers import ReplayHandlers
 from laredo_oam.entrypoints.grpc.snapshot_handlers import SnapshotHandlers
 from laredo_oam.entrypoints.grpc.watch_mappers import watch_response
@@ -80,15 +81,12 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
         try:
             watch_filter = self._watch.filter_for(request.tables, request.pipeline_ids)
         except Exception as exc:
-            code = status_code_for(exc)
-            if code is None:
-                raise
-            await context.abort(code, str(exc))
+            await context.abort(*status_for(exc))
             return
         async with self._watch.watch(watch_filter) as watcher:
             await context.send_initial_metadata(())
             async for event in watcher:
-                yield watch_response(event)
+                yield redacted(watch_response(event))
 
     @mapped_errors
     async def CheckReady(self, request: oam_pb2.CheckReadyRequest, context: Context) -> oam_pb2.CheckReadyResponse:
