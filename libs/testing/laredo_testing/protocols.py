@@ -9,6 +9,7 @@ Errors come back as `CallError(code, message)` whatever the protocol, with gRPC'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,10 +73,11 @@ class Caller:
                      until: Any = None) -> list[Message]:
         """The first `limit` responses (or all, or those up to the first one `until(message)` accepts)."""
         out: list[Message] = []
-        async for message in self.iterate(method, request):
-            out.append(message)
-            if (limit is not None and len(out) >= limit) or (until is not None and until(message)):
-                break
+        async with contextlib.aclosing(self.iterate(method, request)) as messages:
+            async for message in messages:
+                out.append(message)
+                if (limit is not None and len(out) >= limit) or (until is not None and until(message)):
+                    break
         return out
 
     async def iterate(self, method: str, request: Message) -> AsyncIterator[Message]:
