@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 import psycopg
@@ -86,26 +87,27 @@ class SecretSystem:
         return {name: s.log_path.read_text(errors="replace") for name, s in self.services.items()}
 
 
-@pytest.fixture
-def nats_with_password(tmp_path: Path) -> Iterator[NatsWithPassword]:
-    (tmp_path / "nats").mkdir()
-    server = NatsWithPassword(tmp_path / "nats")
+S = TypeVar("S", NatsWithPassword, RedisWithPassword)
+
+
+def _serving(server: S) -> Iterator[S]:
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def nats_with_password(tmp_path: Path) -> Iterator[NatsWithPassword]:
+    (tmp_path / "nats").mkdir()
+    yield from _serving(NatsWithPassword(tmp_path / "nats"))
 
 
 @pytest.fixture
 def redis_with_password(tmp_path: Path) -> Iterator[RedisWithPassword]:
     (tmp_path / "redis").mkdir()
-    server = RedisWithPassword(tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _serving(RedisWithPassword(tmp_path / "redis"))
 
 
 def _secret_config(tmp_path: Path, *, dsn: str, nats_port: int, redis_url: str, prefix: str, table: TableId,
