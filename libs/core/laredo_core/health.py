@@ -8,6 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
+from laredo_core.redaction import scrub_tree
+
 log = logging.getLogger(__name__)
 
 #: Returns (ready, details); details explain what is not ready yet.
@@ -47,4 +49,4 @@ class HealthServer:
 
     async def _ready_handler(self, _: web.Request) -> web.Response:
         ready, details = self._ready()
-        return web.json_response({"ready": ready, **details}, status=200 if ready else 503)
+        return web.json_response(scrub_tree({"ready": ready, **details}), status=200 if ready else 503)
