@@ -11,20 +11,17 @@ from google.protobuf.message import Message
 from laredo.v1 import oam_pb2_grpc, query_pb2_grpc
 
 from laredo_cli.errors import CliError, rpc_failure
+from laredo_cli.security import Link, Security, security_failure
+from laredo_client.credentials import call_metadata, parse_address
 
 #: Seconds a request waits for its answer unless --timeout says otherwise. Administrative commands wait for
 #: the instances' answers (oam.command_timeout, 10s by default), so this leaves room for that.
 DEFAULT_TIMEOUT = 30.0
-_SCHEMES = ("http://", "grpc://")
 
 
 def normalize_address(address: str) -> str:
-    """`host:port` as grpc wants it; a pasted `http://host:port/` or `grpc://host:port` is accepted too."""
-    text = address.strip()
-    for scheme in _SCHEMES:
-        if text.startswith(scheme):
-            text = text[len(scheme):]
-    return text.rstrip("/")
+    """`host:port` as grpc wants it; a pasted `http://host:port/`, `grpc://` or `https://` URL is accepted too."""
+    return parse_address(address).host_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,25 +35,33 @@ class Endpoint:
 
 @dataclass
 class Service:
-    """Calls to one service through one lazily opened channel."""
+    """Calls to one service through one lazily opened channel, with TLS and the token when configured."""
 
     endpoint: Endpoint
     stub_type: Callable[[grpc.Channel], Any]
     timeout: float | None = None
+    security: Security = field(default_factory=Security)
     _channel: grpc.Channel | None = field(default=None, init=False)
     _stub: Any = field(default=None, init=False)
 
     def _stub_method(self, method: str) -> Any:
         if self._stub is None:
-            self._channel = grpc.insecure_channel(normalize_address(self.endpoint.address))
+            self._channel = self._open_channel()
             self._stub = self.stub_type(self._channel)
         return getattr(self._stub, method)
+
+    def _open_channel(self) -> grpc.Channel:
+        target = normalize_address(self.endpoint.address)
+        tls = self.security.tls_for(self.endpoint.address)
+        if tls is None:
+            return grpc.insecure_channel(target)
+        return grpc.secure_channel(target, tls.channel_credentials(), tls.channel_options())
 
     def call(self, method: str, request: Message) -> Any:
         """A unary call with the --timeout deadline (DEFAULT_TIMEOUT when unset)."""
         timeout = self.timeout if self.timeout is not None else DEFAULT_TIMEOUT
         try:
-            return self._stub_method(method)(request, timeout=timeout)
+            return self._stub_method(method)(request, timeout=timeout, metadata=self._metadata())
         except grpc.RpcError as error:
             raise self.failure(error) from None
 
@@ -65,7 +70,10 @@ class Service:
 
         Iterate with `messages()`, which maps errors; the returned call can be cancelled.
         """
-        return self._stub_method(method)(request, timeout=duration)
+        return self._stub_method(method)(request, timeout=duration, metadata=self._metadata())
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return call_metadata(self.security.token)
 
     def messages(self, call: Any, *, duration: float | None) -> Iterator[Any]:
         """The messages of a streaming call; the end of `duration` ends the iteration quietly."""
@@ -79,7 +87,11 @@ class Service:
             raise self.failure(error) from None
 
     def failure(self, error: grpc.RpcError) -> CliError:
-        return rpc_failure(error, self.endpoint.service, self.endpoint.address, self.endpoint.option)
+        endpoint = self.endpoint
+        link = Link(endpoint.service, endpoint.address, self.security.tls_for(endpoint.address),
+                    self.security.token)
+        return security_failure(error, link) or rpc_failure(error, endpoint.service, endpoint.address,
+                                                            endpoint.option)
 
     def close(self) -> None:
         if self._channel is not None:
@@ -96,9 +108,11 @@ class Connections:
     query: Service
 
     @classmethod
-    def to(cls, oam: Endpoint, query: Endpoint, timeout: float | None) -> Connections:
-        return cls(Service(oam, oam_pb2_grpc.TableSyncOAMStub, timeout),
-                   Service(query, query_pb2_grpc.TableSyncQueryStub, timeout))
+    def to(cls, oam: Endpoint, query: Endpoint, timeout: float | None,
+           security: Security | None = None) -> Connections:
+        security = security or Security()
+        return cls(Service(oam, oam_pb2_grpc.TableSyncOAMStub, timeout, security),
+                   Service(query, query_pb2_grpc.TableSyncQueryStub, timeout, security))
 
     def close(self) -> None:
         self.oam.close()

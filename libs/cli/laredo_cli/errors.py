@@ -26,8 +26,15 @@ class ExitCode(enum.IntEnum):
     TIMEOUT = 6
     #: The server does not offer this operation (UNIMPLEMENTED).
     UNIMPLEMENTED = 7
-    #: Any other server error (INTERNAL, UNKNOWN, ABORTED, PERMISSION_DENIED, ...).
+    #: Any other server error (INTERNAL, UNKNOWN, ABORTED, ...).
     SERVER_ERROR = 8
+    #: The server wants a token and none was given, or it did not accept the one given (UNAUTHENTICATED).
+    UNAUTHENTICATED = 9
+    #: The token's role does not allow the command (PERMISSION_DENIED).
+    PERMISSION_DENIED = 10
+    #: TLS failed: cleartext against a TLS port or the reverse, an untrusted or misnamed server certificate,
+    #: a client certificate missing or refused.
+    TLS = 11
     #: Interrupted with Ctrl-C (128 + SIGINT), except `watch` and `subscribe`, which end with 0.
     INTERRUPTED = 130
 
@@ -40,6 +47,8 @@ _BY_STATUS: dict[grpc.StatusCode, ExitCode] = {
     grpc.StatusCode.FAILED_PRECONDITION: ExitCode.PRECONDITION,
     grpc.StatusCode.DEADLINE_EXCEEDED: ExitCode.TIMEOUT,
     grpc.StatusCode.UNIMPLEMENTED: ExitCode.UNIMPLEMENTED,
+    grpc.StatusCode.UNAUTHENTICATED: ExitCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED: ExitCode.PERMISSION_DENIED,
 }
 
 #: The exit-code table as `laredo --help` and the README show it.
@@ -55,6 +64,10 @@ exit codes:
   6    timeout: no answer within --timeout (DEADLINE_EXCEEDED); a command may still run later
   7    unimplemented: the server does not offer this operation yet (UNIMPLEMENTED)
   8    any other server error (INTERNAL, UNKNOWN, ABORTED, ...)
+  9    unauthenticated: a token is required, or the one given was not accepted (UNAUTHENTICATED)
+  10   permission denied: the token's role does not allow the command (PERMISSION_DENIED)
+  11   TLS: cleartext against a TLS port or the reverse, a server certificate not trusted (--ca)
+       or not naming the host, a client certificate missing or refused (--cert, --key)
   130  interrupted (Ctrl-C); watch and subscribe end with 0 instead"""
 
 
@@ -93,6 +106,8 @@ def rpc_failure(error: grpc.RpcError, service: str, address: str, option: str) -
     if code is grpc.StatusCode.UNAVAILABLE and _unreachable(details):
         message = (f"cannot reach the {service} at {address} ({details}); is it running? "
                    f"Point the CLI at it with {option}")
+        if "socket closed" in details.lower():
+            message += " (a port that serves TLS closes cleartext connections: then pass --tls or --ca FILE)"
     elif code is grpc.StatusCode.UNIMPLEMENTED:
         message += " (this server does not offer this operation yet)"
     elif code is grpc.StatusCode.DEADLINE_EXCEEDED:

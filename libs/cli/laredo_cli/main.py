@@ -14,6 +14,16 @@ from laredo_cli.commands.common import Context, Registrar, seconds
 from laredo_cli.connection import DEFAULT_TIMEOUT, Connections, Endpoint
 from laredo_cli.errors import EXIT_CODE_HELP, CliError, ExitCode
 from laredo_cli.output import Output
+from laredo_cli.security import (
+    CA_ENV,
+    CERT_ENV,
+    KEY_ENV,
+    TLS_ENV,
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    add_security_options,
+    security_from,
+)
 
 PROG = "laredo"
 OAM_ENV, QUERY_ENV = "LAREDO_SERVER", "LAREDO_QUERY_SERVER"
@@ -29,6 +39,11 @@ addresses:
   --server / ${OAM_ENV}              OAM service, default {DEFAULT_OAM} (oam.grpc.port)
   --query-server / ${QUERY_ENV}  Query service, default {DEFAULT_QUERY} (query.grpc.port)
   (lookup, get, list, count and subscribe use the Query service; every other command uses OAM)
+  https://HOST:PORT means TLS with the system's CAs
+
+security (the same for both services; an option wins over its variable; the token is never printed):
+  token:  --token-file FILE / ${TOKEN_FILE_ENV}, or --token TOKEN / ${TOKEN_ENV}
+  TLS:    --tls / ${TLS_ENV}=1, --ca FILE / ${CA_ENV}, --cert FILE --key FILE / ${CERT_ENV} ${KEY_ENV}
 
 tables are written schema.table, or just table for the public schema.
 every option can also follow the command: laredo status --json --server oam:4001
@@ -46,6 +61,7 @@ examples:
   laredo list public.users --all --json      every row
   laredo lookup public.users alice@example.com
   export {OAM_ENV}=oam.internal:4001 {QUERY_ENV}=query.internal:4003
+  laredo status --server https://oam.internal:4001 --ca ca.pem --token-file ~/.laredo/token
 
 'laredo COMMAND --help' explains a command and shows examples."""
 
@@ -89,6 +105,7 @@ def _add_global_options(parser: argparse.ArgumentParser, env: Mapping[str, str],
     group.add_argument("--timeout", type=seconds, default=default(None), metavar="SECONDS",
                        help=f"wait at most this long for an answer (default {DEFAULT_TIMEOUT:g}s); for watch "
                             "and subscribe: stop after this long (default: until Ctrl-C)")
+    add_security_options(group, default)
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -110,10 +127,16 @@ def run(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: Te
     argparse itself prints usage errors to sys.stderr and exits with 2."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    env = os.environ if env is None else env
     args = build_parser(env).parse_args(argv)
+    try:
+        security = security_from(args, env)
+    except CliError as error:
+        print(f"{PROG}: {error.message}", file=err)
+        return int(error.exit_code)
     connections = Connections.to(
         Endpoint("OAM service", args.server, f"--server or {OAM_ENV}"),
-        Endpoint("Query service", args.query_server, f"--query-server or {QUERY_ENV}"), args.timeout)
+        Endpoint("Query service", args.query_server, f"--query-server or {QUERY_ENV}"), args.timeout, security)
     if interactive is None:
         interactive = sys.stdin.isatty() and err.isatty()
     ctx = Context(args, Output(out, err, args.json), connections, interactive)

@@ -13,7 +13,9 @@ from typing import Any
 
 from laredo_cli.main import run
 
-ADDRESS_VARIABLES = ("LAREDO_SERVER", "LAREDO_QUERY_SERVER")
+#: Variables of the developer's shell that would change what a test's `laredo` does: removed for subprocesses.
+CLI_VARIABLES = ("LAREDO_SERVER", "LAREDO_QUERY_SERVER", "LAREDO_TOKEN", "LAREDO_TOKEN_FILE", "LAREDO_TLS",
+                     "LAREDO_CA", "LAREDO_CERT", "LAREDO_KEY", "LAREDO_TLS_SERVER_NAME")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def laredo_command() -> list[str]:
 
 
 def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ADDRESS_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in CLI_VARIABLES}
     env.update({"COLUMNS": "100", **(extra or {})})
     return env
 

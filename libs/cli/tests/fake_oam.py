@@ -78,21 +78,41 @@ class FakeOam(oam_pb2_grpc.TableSyncOAMServicer):
             self.watchers_left.set()
 
 
+class MetadataRecorder(grpc.aio.ServerInterceptor):
+    """Records (method, authorization header or None) of every call, whatever the service answers."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+
+    async def intercept_service(self, continuation: Any, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        self.calls.append((handler_call_details.method.rsplit("/", 1)[1], metadata.get("authorization")))
+        return await continuation(handler_call_details)
+
+    def authorizations(self) -> list[str | None]:
+        return [authorization for _, authorization in self.calls]
+
+
 @dataclass
 class FakeOamServer:
     servicer: FakeOam
     server: grpc.aio.Server
     port: int
+    recorder: MetadataRecorder
     address: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.address = f"127.0.0.1:{self.port}"
 
 
-async def start_fake_oam() -> FakeOamServer:
-    servicer = FakeOam()
-    server = grpc.aio.server()
+async def start_fake_oam(credentials: grpc.ServerCredentials | None = None) -> FakeOamServer:
+    """On a free port, cleartext or TLS with `credentials`; every call's authorization header is recorded."""
+    servicer, recorder = FakeOam(), MetadataRecorder()
+    server = grpc.aio.server(interceptors=[recorder])
     oam_pb2_grpc.add_TableSyncOAMServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    if credentials is None:
+        port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        port = server.add_secure_port("127.0.0.1:0", credentials)
     await server.start()
-    return FakeOamServer(servicer, server, port)
+    return FakeOamServer(servicer, server, port, recorder)

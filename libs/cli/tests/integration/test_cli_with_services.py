@@ -108,8 +108,8 @@ async def services(tmp_path: Path, nats_url: str, redis_url: str, unique_name: s
     tasks = [asyncio.create_task(app.run(stop)) for app, stop in ((query, stops[0]), (oam, stops[1]))]
     store = RedisCoordinationStore(redis_url, unique_name)
     try:
-        await eventually(lambda: query.readiness()[0] or any(t.done() for t in tasks),
-                         what="the query service to load the baseline", timeout=20)
+        await eventually(lambda: (query.readiness()[0] and query.started.is_set()) or any(t.done() for t in tasks),
+                         what="the query service to load the baseline and serve its port", timeout=20)
         await eventually(lambda: oam.started.is_set() or any(t.done() for t in tasks), what="OAM to start")
         for task in tasks:
             if task.done():

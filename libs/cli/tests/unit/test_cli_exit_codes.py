@@ -23,7 +23,8 @@ class FakeRpcError(grpc.RpcError):
     (grpc.StatusCode.INVALID_ARGUMENT, 2), (grpc.StatusCode.OUT_OF_RANGE, 2), (grpc.StatusCode.UNAVAILABLE, 3),
     (grpc.StatusCode.NOT_FOUND, 4), (grpc.StatusCode.FAILED_PRECONDITION, 5),
     (grpc.StatusCode.DEADLINE_EXCEEDED, 6), (grpc.StatusCode.UNIMPLEMENTED, 7), (grpc.StatusCode.INTERNAL, 8),
-    (grpc.StatusCode.UNKNOWN, 8), (grpc.StatusCode.ABORTED, 8), (grpc.StatusCode.PERMISSION_DENIED, 8),
+    (grpc.StatusCode.UNKNOWN, 8), (grpc.StatusCode.ABORTED, 8), (grpc.StatusCode.UNAUTHENTICATED, 9),
+    (grpc.StatusCode.PERMISSION_DENIED, 10),
     (None, 8),
 ])
 def test_status_codes_map_to_exit_codes(status: grpc.StatusCode | None, exit_code: int) -> None:
