@@ -64,7 +64,8 @@ def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes]
              streaming: bool) -> Callable[..., Any]:
     """The behaviour, taking the raw body and decoding it first: a bad body becomes INVALID_ARGUMENT.
 
-    grpc.aio runs only coroutine and async-generator functions on the event loop, so both shapes are kept.
+    grpc.aio runs only coroutine and async-generator functions on the event loop; the wrapper keeps the
+    original's shape, so a stream written with context.write stays one (its writes keep their flow control).
     """
     async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
         try:
@@ -73,18 +74,15 @@ def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes]
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"{method}: the request body is not a valid message: {exc}")
 
-    if not streaming:
-        async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+    if not streaming or inspect.iscoroutinefunction(behaviour):
+        # unary, or a stream written with context.write (the fan-out's Sync): a coroutine like the original
+        async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             return await behaviour(await parsed(raw, context), context)
-        return unary
+        return call
 
     async def stream(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        result = behaviour(await parsed(raw, context), context)
-        if inspect.isasyncgen(result):
-            async for response in result:
-                yield response
-        else:
-            await result
+        async for response in behaviour(await parsed(raw, context), context):
+            yield response
     return stream
 
 

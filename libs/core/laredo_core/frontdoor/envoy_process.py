@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -55,13 +55,21 @@ def envoy_binary(configured: str = "") -> str:
     return found
 
 
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not Linux: the service's stop() still ends Envoy
+        return None
+
+
+#: Looked up here, in the parent: between fork and exec the child only makes the call.
+_PRCTL = _load_prctl()
+
+
 def _die_with_parent() -> None:
     """In the child before exec: Envoy gets SIGTERM when the service's process dies, however it dies."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:  # not Linux: the service's stop() still ends it
-        pass
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class EnvoyFrontDoor:
