@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ pytestmark = pytest.mark.integration
 class Fanout:
     """Fan-out instances consuming one JetStream stream, and a publisher of synthetic ChangeBatch messages."""
 
-    def __init__(self, js: Any, prefix: str, nats_url: str, tmp_path: Path) -> None:
+    def __init__(self, js: Any, prefix: str, nats_url: str, tmp_path: Path, extra_config: str = "") -> None:
         self.js, self.prefix, self.nats_url, self.tmp_path = js, prefix, nats_url, tmp_path
+        self.extra_config = extra_config  # more HOCON for every instance (tls { ... }, auth { ... })
         self.batches = Batches()
         self.apps: list[FanoutApp] = []
         self._runs: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
@@ -37,7 +39,8 @@ class Fanout:
         return address_of(self.apps[0])
 
     async def start_instance(self) -> FanoutApp:
-        config = write_config(self.tmp_path / f"laredo-{len(self.apps)}.conf", self.nats_url, self.prefix)
+        config = write_config(self.tmp_path / f"laredo-{len(self.apps)}.conf", self.nats_url, self.prefix,
+                              self.extra_config)
         app = build(load_settings(config, env={}))
         stop = asyncio.Event()
         task = asyncio.create_task(app.run(stop))
@@ -62,7 +65,7 @@ def address_of(app: FanoutApp) -> str:
     return f"127.0.0.1:{app.grpc_port}"
 
 
-def write_config(path: Path, nats_url: str, prefix: str) -> Path:
+def write_config(path: Path, nats_url: str, prefix: str, extra: str = "") -> Path:
     path.write_text(f"""
 sources {{ {SOURCE} {{ type = postgresql, connection = "host=127.0.0.1 dbname=unused" }} }}
 tables = [ {{ source = {SOURCE}, schema = {TABLE.schema}, table = {TABLE.name}, targets = [ {{
@@ -72,17 +75,20 @@ tables = [ {{ source = {SOURCE}, schema = {TABLE.schema}, table = {TABLE.name}, 
 }} ] }} ]
 stream {{ nats_url = "{nats_url}", subject_prefix = {prefix} }}
 fanout {{ grpc {{ host = 127.0.0.1, port = 0 }}, health_host = 127.0.0.1, health_port = 0, drain_grace = 100ms }}
+{extra}
 """)
     return path
 
 
-@pytest.fixture
-async def fanout(nats_url: str, unique_name: str, tmp_path: Path) -> AsyncIterator[Fanout]:
+@asynccontextmanager
+async def fanout_on_stream(nats_url: str, unique_name: str, tmp_path: Path,
+                           extra_config: str = "") -> AsyncIterator[Fanout]:
+    """One fan-out instance started on a new JetStream stream (deleted at the end)."""
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     stream = naming.stream_name(unique_name, SOURCE)
     await js.add_stream(name=stream, subjects=[naming.source_subject_filter(unique_name, SOURCE)])
-    pair = Fanout(js, unique_name, nats_url, tmp_path)
+    pair = Fanout(js, unique_name, nats_url, tmp_path, extra_config)
     try:
         await pair.start_instance()
         yield pair
@@ -90,6 +96,12 @@ async def fanout(nats_url: str, unique_name: str, tmp_path: Path) -> AsyncIterat
         await pair.stop_all()
         await js.delete_stream(stream)
         await nc.close()
+
+
+@pytest.fixture
+async def fanout(nats_url: str, unique_name: str, tmp_path: Path) -> AsyncIterator[Fanout]:
+    async with fanout_on_stream(nats_url, unique_name, tmp_path) as pair:
+        yield pair
 
 
 def client_for(address: str, path: Path | None) -> LaredoClient:
