@@ -135,11 +135,12 @@ def security_failure(error: grpc.RpcError, link: Link) -> CliError | None:
     code = error.code() if hasattr(error, "code") else None
     details = (error.details() if hasattr(error, "details") else None) or str(error)
     where = f"the {link.service} at {link.address}"
-    if code is grpc.StatusCode.UNAUTHENTICATED and "Hostname Verification" not in details:
+    if code is grpc.StatusCode.UNAUTHENTICATED:
         return CliError(_unauthenticated(where, details, link.token), ExitCode.UNAUTHENTICATED)
     if code is grpc.StatusCode.PERMISSION_DENIED:
         return CliError(f"{where} refused: the token's role is insufficient for this command ({details}); "
-                        f"administrative commands need a token with the admin role, reads the read role",
+                        f"administrative commands need a token with the admin role, reads one with the read role for "
+                        f"the table",
                         ExitCode.PERMISSION_DENIED)
     problem = _tls_problem(details, link) if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN) \
         else None
