@@ -9,6 +9,7 @@ import grpc
 import trustme
 
 CLIENT_IDENTITY = "client@example.com"
+CLIENT_NAME = "laredo-robot"  # the client certificate's Subject CN
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def write_tls_files(directory: Path) -> TlsFiles:
     directory.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
     server = ca.issue_cert("localhost", "127.0.0.1")
-    client = ca.issue_cert(CLIENT_IDENTITY)
+    client = ca.issue_cert(CLIENT_IDENTITY, common_name=CLIENT_NAME)
     stranger = trustme.CA().issue_cert(CLIENT_IDENTITY)
     files = TlsFiles(*(directory / name for name in ("ca.pem", "server.crt", "server.key", "client.crt",
                                                      "client.key", "stranger.crt", "stranger.key")))

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from laredo_core.config import load_settings
@@ -25,9 +26,10 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 
 
 @asynccontextmanager
-async def running_oam(*sets: str) -> AsyncIterator[App]:
-    """The OAM service with `sets` applied to its settings, its port served by the front door."""
-    app = build(load_settings(None, env={}, sets=list(sets)), store=InMemoryCoordinationStore(),
+async def running_oam(*sets: str, config: Path | None = None) -> AsyncIterator[App]:
+    """The OAM service from `config` (a HOCON file; none: defaults) with `sets` applied, its port served by the
+    front door."""
+    app = build(load_settings(config, env={}, sets=list(sets)), store=InMemoryCoordinationStore(),
                 change_tail=MemoryChangeTail(), grpc_host="127.0.0.1", grpc_port=0, health_host="127.0.0.1",
                 health_port=0)
     stop = asyncio.Event()
