@@ -37,3 +37,12 @@ async def make_client(scripted_server: ScriptedReplicationServer) -> AsyncIterat
     yield make
     for client in clients:
         await client.stop()
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[LaredoClient]]:
+    """A list for the clients a test builds by hand; each is stopped at the end."""
+    made: list[LaredoClient] = []
+    yield made
+    for client in made:
+        await client.stop()

@@ -39,14 +39,6 @@ async def serve(tls_files: TlsFiles) -> AsyncIterator[Callable[..., ScriptedRepl
         await server.stop()
 
 
-@pytest.fixture
-async def clients() -> AsyncIterator[list[LaredoClient]]:
-    made: list[LaredoClient] = []
-    yield made
-    for client in made:
-        await client.stop()
-
-
 def one_snapshot(server: ScriptedReplicationServer) -> None:
     server.serve(handshake("FULL_SNAPSHOT", current=1, resume=1),
                  snapshot([row(1)], sequence=1, position=pos(1)), hold())
