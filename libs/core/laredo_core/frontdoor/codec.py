@@ -3,7 +3,8 @@
 A grpcio server interceptor. Calls that arrive with `x-laredo-codec: json` are read and answered in the proto3
 JSON mapping; every request body that does not parse is refused with INVALID_ARGUMENT naming the message type,
 instead of grpcio's INTERNAL "Exception deserializing request". Handlers are otherwise untouched: a proto call's
-responses (the fan-out's pre-serialized ones too) go out exactly as the handler makes them.
+responses (the fan-out's pre-serialized ones too) go out exactly as the handler makes them. An exception a
+handler did not expect is answered UNKNOWN with its message scrubbed of configured secrets (laredo_core.redaction).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import grpc
 from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError, Message
 
+from laredo_core import redaction
 from laredo_core.frontdoor.envoy_config import CODEC_HEADER
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ def _request_type(method: str, handler: grpc.RpcMethodHandler) -> type[Message] 
     return owner if isinstance(owner, type) and issubclass(owner, Message) else None
 
 
+#: What a handler raises on purpose (context.abort) or on the way out; everything else is unexpected.
+_PASS_THROUGH = (grpc.aio.AbortError, grpc.aio.UsageError, GeneratorExit)
 _BAD_BODY = (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError, TypeError)
 
 
@@ -67,6 +71,12 @@ def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes]
     grpc.aio runs only coroutine and async-generator functions on the event loop; the wrapper keeps the
     original's shape, so a stream written with context.write stays one (its writes keep their flow control).
     """
+    async def unexpected(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+        # grpcio would send "Unexpected <class>: <message>" as it is; the message may quote configuration
+        text = redaction.scrub(f"{method} failed unexpectedly: {type(exc).__name__}: {exc}")
+        log.error("%s", text, exc_info=exc)
+        await context.abort(grpc.StatusCode.UNKNOWN, text)
+
     async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
         try:
             return parse(raw)
@@ -77,12 +87,24 @@ def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes]
     if not streaming or inspect.iscoroutinefunction(behaviour):
         # unary, or a stream written with context.write (the fan-out's Sync): a coroutine like the original
         async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            return await behaviour(await parsed(raw, context), context)
+            request = await parsed(raw, context)
+            try:
+                return await behaviour(request, context)
+            except _PASS_THROUGH:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported scrubbed, as grpcio would report it raw
+                await unexpected(context, exc)
         return call
 
     async def stream(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-        async for response in behaviour(await parsed(raw, context), context):
-            yield response
+        request = await parsed(raw, context)
+        try:
+            async for response in behaviour(request, context):
+                yield response
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            await unexpected(context, exc)
     return stream
 
 
@@ -110,7 +132,9 @@ class CodecInterceptor(grpc.aio.ServerInterceptor):
             serialize = handler.response_serializer
 
             def parse(raw: bytes) -> Any:
-                message = json_format.Parse(raw.decode("utf-8") or "{}", request_type())
+                # unknown fields are skipped, as protobuf binary does: newer clients keep working
+                message = json_format.Parse(raw.decode("utf-8") or "{}", request_type(),
+                                            ignore_unknown_fields=True)
                 return original(message.SerializeToString()) if original else message
 
             def to_json(response: Any) -> bytes:
