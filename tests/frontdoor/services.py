@@ -90,9 +90,10 @@ async def serving(app: Any, **extra: Any) -> AsyncIterator[Running]:
         await asyncio.wait_for(task, 30)
 
 
-def write_config(directory: Path, body: str, front_door: str = "") -> Path:
+def write_config(directory: Path, body: str, front_door: str = "", extra: str = "") -> Path:
+    """The configuration file; `extra` adds top-level sections (tls { }, auth { })."""
     path = directory / "laredo.conf"
-    path.write_text(f"{SOURCES}\n{body}\nfront_door {{ {front_door} }}\n")
+    path.write_text(f"{SOURCES}\n{body}\nfront_door {{ {front_door} }}\n{extra}\n")
     return path
 
 
@@ -105,11 +106,11 @@ oam { command_timeout = 5s }
 
 
 @contextlib.asynccontextmanager
-async def oam(directory: Path, front_door: str = "") -> AsyncIterator[Running]:
+async def oam(directory: Path, front_door: str = "", extra: str = "") -> AsyncIterator[Running]:
     from laredo_oam.main import build
 
     store = InMemoryCoordinationStore()
-    app = build(load_settings(write_config(directory, OAM_TABLES, front_door), env={}), store=store,
+    app = build(load_settings(write_config(directory, OAM_TABLES, front_door, extra), env={}), store=store,
                 change_tail=MemoryChangeTail(), snapshot_store=MemorySnapshotStore(),
                 dead_letter_store=InMemoryDeadLetterStore(), grpc_host="127.0.0.1", grpc_port=0,
                 health_host="127.0.0.1", health_port=0)
@@ -125,11 +126,11 @@ query { subscriber_buffer = 256 }
 
 
 @contextlib.asynccontextmanager
-async def query(directory: Path, front_door: str = "") -> AsyncIterator[Running]:
+async def query(directory: Path, front_door: str = "", extra: str = "") -> AsyncIterator[Running]:
     from laredo_query.main import build
 
     feed = MemoryChangeFeed()
-    app = build(load_settings(write_config(directory, QUERY_TABLES, front_door), env={}), feed=feed,
+    app = build(load_settings(write_config(directory, QUERY_TABLES, front_door, extra), env={}), feed=feed,
                 grpc_host="127.0.0.1", grpc_port=0, health_host="127.0.0.1", health_port=0, drain_grace=0.2)
     async with serving(app, feed=feed, batches=Batches()) as running:
         yield running
@@ -148,11 +149,11 @@ telemetry { exporter = none }
 
 
 @contextlib.asynccontextmanager
-async def fanout(directory: Path, front_door: str = "") -> AsyncIterator[Running]:
+async def fanout(directory: Path, front_door: str = "", extra: str = "") -> AsyncIterator[Running]:
     from laredo_fanout.main import build
 
     feed = MemoryChangeFeed(json_values=True)
-    app = build(load_settings(write_config(directory, FANOUT_TABLES, front_door), env={}), feed=feed,
+    app = build(load_settings(write_config(directory, FANOUT_TABLES, front_door, extra), env={}), feed=feed,
                 snapshot_store=MemorySnapshotStore())
     async with serving(app, feed=feed, batches=Batches()) as running:
         yield running

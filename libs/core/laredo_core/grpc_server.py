@@ -15,6 +15,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from laredo_core.auth.exposure import warn_if_exposed
+from laredo_core.auth.interceptor import build_auth_interceptor
 from laredo_core.frontdoor.codec import CodecInterceptor
 from laredo_core.frontdoor.envoy_config import Upstream
 from laredo_core.frontdoor.envoy_process import EnvoyFrontDoor
@@ -66,12 +68,17 @@ async def start_grpc_server(host: str, port: int, registrations: Iterable[Servic
     `front_door` (when enabled) puts Envoy on host:port and grpcio behind it; `upstreams` are further
     destinations that door routes to (OAM's Query routing). Without it, grpcio serves host:port itself.
     """
+    auth = front_door.auth if front_door is not None else None
+    # before anything is started: reading the token secrets may fail (ConfigError)
+    checks = build_auth_interceptor(auth, client_cert_header_set=front_door is not None and front_door.enabled
+                                    and bool(front_door.tls.client_ca))
     door = EnvoyFrontDoor(front_door, host, port, name=name, upstreams=upstreams) \
         if front_door is not None and front_door.enabled else None
     server_options = list(options)
     if front_door is not None:
         server_options.append(("grpc.max_receive_message_length", front_door.max_request_bytes))
-    server = grpc.aio.server(options=server_options, interceptors=[*interceptors, CodecInterceptor()])
+    server = grpc.aio.server(options=server_options, interceptors=[
+        *([checks] if checks is not None else []), *interceptors, CodecInterceptor()])
     names: list[str] = list(extra_service_names)
     for reg in registrations:
         for add in reg.add_functions:
@@ -96,6 +103,7 @@ async def start_grpc_server(host: str, port: int, registrations: Iterable[Servic
             await server.stop(None)
             await door.stop()
             raise
+    warn_if_exposed(host, bound, name, authenticated=auth is not None)
     grpc_server = GrpcServer(server, bound, health_servicer, tuple(names), door)
     await grpc_server.set_serving(True)
     log.info("%s on %s:%d serving %s", "gRPC, Connect and gRPC-Web" if door else "gRPC", host, bound,

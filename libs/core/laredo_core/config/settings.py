@@ -25,6 +25,8 @@ ENDPOINT_KEYS = ("grpc", "health_host", "health_port", "instance_id", "drain_gra
 SLOT_MODES = ("stateful", "ephemeral")
 TARGET_TYPES = ("replication-fanout", "indexed-memory")
 EXPORTERS = ("none", "console", "otlp")
+#: Ports listen on loopback unless told otherwise: reaching them from elsewhere is a choice (with `auth`).
+DEFAULT_HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +100,9 @@ class TelemetrySettings:
 
 @dataclass(frozen=True, slots=True)
 class ServiceEndpoint:
-    grpc_host: str = "0.0.0.0"
+    grpc_host: str = DEFAULT_HOST
     grpc_port: int = 0
-    health_host: str = "0.0.0.0"
+    health_host: str = DEFAULT_HOST
     health_port: int = 0
     instance_id: str = ""
     drain_grace: float = 0.0
@@ -147,7 +149,7 @@ def load_settings(path: str | Path | None, *, env: Mapping[str, str] | None = No
         dead_letters=root.section("dead_letters").tree,
         front_door=parse_front_door(tree, root.problems),
     )
-    for shared in ("front_door", "tls"):
+    for shared in ("front_door", "tls", "auth"):
         root.raw(shared, None)
     for table in settings.tables:
         if table.source_id not in settings.sources:
@@ -247,9 +249,9 @@ def _telemetry(r: Reader) -> TelemetrySettings:
 def _endpoint(r: Reader, *, grpc: bool = True, grpc_port: int = 0, health_port: int = 0) -> ServiceEndpoint:
     g = r.section("grpc") if grpc else None
     settings = ServiceEndpoint(
-        grpc_host=g.string("host", "0.0.0.0") if g else "",
+        grpc_host=g.string("host", DEFAULT_HOST) if g else "",
         grpc_port=g.integer("port", grpc_port, minimum=0, maximum=65535) if g else 0,
-        health_host=r.string("health_host", "0.0.0.0"),
+        health_host=r.string("health_host", DEFAULT_HOST),
         health_port=r.integer("health_port", health_port, minimum=0, maximum=65535),
         instance_id=r.string("instance_id", ""),
         drain_grace=r.duration("drain_grace", 0.0),

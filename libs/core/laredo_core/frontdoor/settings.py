@@ -1,16 +1,19 @@
-"""The `front_door { ... }` and `tls { ... }` sections: how every service port is served.
+"""The `front_door { ... }`, `tls { ... }` and `auth { ... }` sections: how every service port is served.
 
 Shared by fan-out, query and OAM (their gRPC ports) and by every service's HTTP health listener (TLS).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from laredo_core.config.reader import Reader
+from laredo_core.auth.settings import AuthSettings, parse_auth
 from laredo_core.errors import ConfigError
+
+if TYPE_CHECKING:  # laredo_core.config imports this module: Reader is imported where it is used
+    from laredo_core.config.reader import Reader
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -49,6 +52,7 @@ class FrontDoorSettings:
     keepalive_timeout: float = 10.0
     drain_time: float = 5.0
     tls: TlsSettings = field(default_factory=TlsSettings)
+    auth: AuthSettings | None = None  # the `auth` section; None: no authentication (loopback by default)
 
 
 def read_front_door_settings(raw: Mapping[str, Any]) -> FrontDoorSettings:
@@ -61,6 +65,8 @@ def read_front_door_settings(raw: Mapping[str, Any]) -> FrontDoorSettings:
 
 
 def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSettings:
+    from laredo_core.config.reader import Reader
+
     r = Reader(raw.get("front_door") or {}, "front_door", problems)
     limits = r.section("limits")
     cors = r.section("cors")
@@ -80,6 +86,8 @@ def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSe
         drain_time=r.duration("drain_time", 5.0),
         tls=parse_tls(Reader(raw.get("tls") or {}, "tls", problems)),
     )
+    settings = replace(settings, auth=parse_auth(raw, problems, client_ca=bool(settings.tls.client_ca),
+                                                 front_door=settings.enabled))
     for key in ("idle_timeout", "request_headers_timeout", "keepalive_interval", "keepalive_timeout"):
         if getattr(settings, key) <= 0:
             limits.problem(key, f"must be a positive duration such as 30s, got {getattr(settings, key):g}s")
