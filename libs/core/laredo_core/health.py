@@ -1,4 +1,6 @@
-"""HTTP health endpoints for every service: GET /health/live and GET /health/ready (200 or 503, JSON)."""
+"""HTTP health endpoints for every service: GET /health/live and GET /health/ready (200 or 503, JSON).
+
+With the shared `tls { cert, key, client_ca, require_client_cert }` section the listener speaks HTTPS only."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from typing import Any
 
 from aiohttp import web
 
+from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.redaction import scrub_tree
+from laredo_core.tls import server_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -20,9 +24,10 @@ class HealthServer:
     """Serves liveness and readiness; port 0 picks a free port (see .port after start)."""
 
     def __init__(self, host: str, port: int, *, ready: ReadinessProbe,
-                 live: Callable[[], bool] = lambda: True) -> None:
+                 live: Callable[[], bool] = lambda: True, tls: TlsSettings | None = None) -> None:
         self._host, self._requested_port = host, port
         self._ready, self._live = ready, live
+        self._tls = tls if tls is not None and tls.enabled else None
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -32,11 +37,17 @@ class HealthServer:
         app.router.add_get("/health/ready", self._ready_handler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._requested_port)
+        ssl_context = server_ssl_context(self._tls) if self._tls is not None else None
+        site = web.TCPSite(self._runner, self._host, self._requested_port, ssl_context=ssl_context)
         await site.start()
         server = site._server  # aiohttp exposes the bound socket only here
         self.port = server.sockets[0].getsockname()[1] if server and server.sockets else self._requested_port
-        log.info("health endpoints on http://%s:%d/health/{live,ready}", self._host, self.port)
+        log.info("health endpoints on %s://%s:%d/health/{live,ready}%s", self.scheme, self._host, self.port,
+                 _client_certs(self._tls))
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self._tls is not None else "http"
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -50,3 +61,9 @@ class HealthServer:
     async def _ready_handler(self, _: web.Request) -> web.Response:
         ready, details = self._ready()
         return web.json_response(scrub_tree({"ready": ready, **details}), status=200 if ready else 503)
+
+
+def _client_certs(tls: TlsSettings | None) -> str:
+    if tls is None or not tls.client_ca:
+        return ""
+    return " (client certificate required)" if tls.require_client_cert else " (client certificates verified)"

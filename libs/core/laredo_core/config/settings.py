@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlencode
 
 from laredo_core.changes import TableId
 from laredo_core.config.reader import Reader, load_tree
 from laredo_core.errors import ConfigError
 from laredo_core.frontdoor.settings import FrontDoorSettings, parse_front_door
+from laredo_core.stream.nats_servers import NatsServers
+from laredo_core.tls import ClientTls, read_client_tls
 
 SOURCE_TYPES = ("postgresql", "pg")
 #: Keys of a source section and of a service section validated here; the owning service checks the rest.
@@ -72,7 +75,7 @@ class TableSettings:
 
 @dataclass(frozen=True, slots=True)
 class StreamSettings:
-    nats_urls: tuple[str, ...] = ("nats://127.0.0.1:4222",)
+    nats_urls: NatsServers = NatsServers(("nats://127.0.0.1:4222",))  # with stream.tls and credentials
     subject_prefix: str = "laredo"
     replicas: int = 1
     max_age: float = 0.0  # 0 = keep forever
@@ -85,8 +88,9 @@ class StreamSettings:
 
 @dataclass(frozen=True, slots=True)
 class RedisSettings:
-    url: str = "redis://127.0.0.1:6379/0"
+    url: str = "redis://127.0.0.1:6379/0"  # what clients connect with: redis.url plus redis.tls's files (see _redis)
     key_prefix: str = "laredo"
+    tls: ClientTls = ClientTls()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +213,7 @@ def _table(r: Reader) -> TableSettings:
 def _stream(r: Reader) -> StreamSettings:
     urls = r.string_list("nats_url", ["nats://127.0.0.1:4222"])
     settings = StreamSettings(
-        nats_urls=tuple(urls),
+        nats_urls=_nats_servers(r, urls),
         subject_prefix=r.string("subject_prefix", "laredo"),
         replicas=r.integer("replicas", 1, minimum=1, maximum=5),
         max_age=r.duration("max_age", 0.0),
@@ -226,12 +230,36 @@ def _stream(r: Reader) -> StreamSettings:
     return settings
 
 
+def _nats_servers(r: Reader, urls: list[str]) -> NatsServers:
+    """`nats_url` with `tls { ca, cert, key }` and the credentials: `user` and `password`, or `token`."""
+    servers = NatsServers(urls, read_client_tls(r.section("tls")), r.string("user", ""), r.string("password", ""),
+                          r.string("token", ""))
+    if servers.password and not servers.user:
+        r.problem("password", "set user too (user and password go together)")
+    if servers.token and servers.user:
+        r.problem("token", "set either token or user and password, not both")
+    return servers
+
+
 def _redis(r: Reader) -> RedisSettings:
-    settings = RedisSettings(r.string("url", "redis://127.0.0.1:6379/0"), r.string("key_prefix", "laredo"))
-    if not settings.url.startswith(("redis://", "rediss://", "unix://")):
-        r.problem("url", f"expected a URL like redis://host:6379/0, got {settings.url!r}")
+    configured = r.string("url", "redis://127.0.0.1:6379/0")
+    tls = read_client_tls(r.section("tls"))
+    settings = RedisSettings(_redis_url(configured, tls), r.string("key_prefix", "laredo"), tls)
+    if not configured.startswith(("redis://", "rediss://", "unix://")):
+        r.problem("url", f"expected a URL like redis://host:6379/0, got {configured!r}")
+    elif tls.configured and not configured.startswith("rediss://"):
+        r.problem("tls", f"TLS needs a rediss:// URL; redis.url is {configured.split('://')[0]}://")
     r.check_unknown()
     return settings
+
+
+def _redis_url(url: str, tls: ClientTls) -> str:
+    """The URL with redis.tls's files as the query parameters redis-py reads (ssl_ca_certs, ssl_certfile, ...)."""
+    files = {"ssl_ca_certs": tls.ca, "ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
+    query = urlencode({name: path for name, path in files.items() if path})
+    if not query or not url.startswith("rediss://"):
+        return url
+    return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
 def _telemetry(r: Reader) -> TelemetrySettings:

@@ -102,6 +102,8 @@ return 0
 """
 
 DeliveryKey = tuple[str, str, str]  # stream key, group, entry id
+_TLS_HINT = (", that redis.tls.ca names the CA that signs its certificate and that redis.tls.cert and key are set "
+             "if it requires client certificates")
 
 
 def redact_url(url: str) -> str:
@@ -129,7 +131,8 @@ class RedisCoordinationStore:
         if not 0 < block < socket_timeout:
             raise ValueError(f"block ({block}s) must be positive and below socket_timeout ({socket_timeout}s), "
                              "or every blocking read would time out")
-        self.safe_url = redact_url(url)
+        self.safe_url = redact_url(url.partition("?")[0])  # without redis.tls's file names
+        self._tls_hint = _TLS_HINT if url.startswith("rediss://") else ""
         self.key_prefix = check_name("Redis key prefix", key_prefix)
         self.claim_idle = claim_idle
         self.block = block
@@ -160,8 +163,8 @@ class RedisCoordinationStore:
                 raise
             raise CoordinationUnavailable(
                 f"Redis at {self.safe_url} is unavailable while {doing} ({type(exc).__name__}: {exc}); check that "
-                "Redis is running and that redis.url points to it. Data keeps flowing; coordination resumes "
-                "when Redis answers again"
+                f"Redis is running and that redis.url points to it{self._tls_hint}. Data keeps flowing; "
+                "coordination resumes when Redis answers again"
             ) from exc
 
     # Registry

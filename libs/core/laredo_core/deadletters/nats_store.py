@@ -18,7 +18,6 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
 
-import nats
 from nats import errors as nats_errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -35,6 +34,8 @@ from laredo_core.deadletters.model import (
 )
 from laredo_core.deadletters.records import decode_record, encode_record
 from laredo_core.stream.naming import HEADER_MSG_ID, escape_token, stream_name
+from laredo_core.stream.nats_connect import connect_nats
+from laredo_core.stream.nats_servers import NatsServers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -90,7 +91,7 @@ class NatsDeadLetterStore:
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, spec: DeadLetterStreamSpec | None = None,
                  client_name: str = "laredo", timeout: float = 5.0) -> None:
-        self._urls = list(urls)
+        self._urls = NatsServers.of(urls)
         self._prefix = subject_prefix
         self._spec = spec or DeadLetterStreamSpec()
         self._client_name = client_name
@@ -185,7 +186,7 @@ class NatsDeadLetterStore:
         async with self._connecting:
             if self._nc is None or self._nc.is_closed:
                 self._stream_ready = False
-                self._nc = await nats.connect(servers=self._urls, name=self._client_name, connect_timeout=2,
+                self._nc = await connect_nats(self._urls, name=self._client_name, connect_timeout=2,
                                               allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
                                               error_cb=_log_nats_error)
             return self._nc

@@ -7,6 +7,7 @@ factory.py turns a StoreConfig into a SnapshotStore.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from laredo_core.config.reader import Reader
 from laredo_core.snapshots.format import FORMAT, FORMATS
@@ -27,6 +28,7 @@ class StoreConfig:
     secret_key: str = field(default="", repr=False)
     region: str = "us-east-1"
     secure: bool = True
+    ca_file: str = ""  # PEM CA that verifies the endpoint's certificate (a private CA); empty: the system's CAs
 
     @property
     def location(self) -> str:
@@ -64,8 +66,13 @@ def read_store_config(kind: str, r: Reader) -> StoreConfig:
         kind="s3", bucket=r.string("bucket", ""), prefix=r.string("prefix", DEFAULT_S3_PREFIX),
         endpoint=(host if sep else endpoint).rstrip("/"), access_key=r.string("access_key", ""),
         secret_key=r.string("secret_key", ""), region=r.string("region", "us-east-1"),
-        secure=r.boolean("secure", secure_default),
+        secure=r.boolean("secure", secure_default), ca_file=r.string("ca_file", ""),
     )
+    if store.ca_file and not store.secure:
+        r.problem("ca_file", "verifies a TLS endpoint: set secure = true (or an https:// endpoint), or remove it")
+    elif store.ca_file and not Path(store.ca_file).is_file():
+        r.problem("ca_file", f"no file at {store.ca_file!r} (expected the PEM certificate of the CA that signs the "
+                             "endpoint's certificate)")
     if not store.bucket:
         r.problem("bucket", "is required for store = s3 (the bucket snapshots go to)")
     if not store.endpoint:

@@ -16,7 +16,7 @@ def build_snapshot_store(config: StoreConfig) -> SnapshotStore:
     if config.kind == "local":
         return LocalSnapshotStore(config.path)
     return S3SnapshotStore(S3Location(config.endpoint, config.bucket, config.prefix, config.access_key,
-                                      config.secret_key, config.region, config.secure))
+                                      config.secret_key, config.region, config.secure, config.ca_file))
 
 
 class SnapshotStores:

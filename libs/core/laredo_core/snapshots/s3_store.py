@@ -44,6 +44,7 @@ class S3Location:
     secret_key: str = ""
     region: str = "us-east-1"
     secure: bool = True
+    ca_file: str = ""  # PEM CA that verifies the endpoint (a private CA); empty: the system's CAs
     retries: int = 3  # per call, with backoff, for transient connection failures
     timeout: float = 30.0  # seconds to connect and per read
 
@@ -54,7 +55,8 @@ class S3SnapshotStore:
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(5.0, location.timeout), read=location.timeout),
             retries=urllib3.Retry(total=location.retries, backoff_factor=0.2,
-                                  status_forcelist=(500, 502, 503, 504)))
+                                  status_forcelist=(500, 502, 503, 504)),
+            cert_reqs="CERT_REQUIRED", ca_certs=location.ca_file or None)
         self._client = Minio(location.endpoint, access_key=location.access_key or None,
                              secret_key=location.secret_key or None, secure=location.secure,
                              region=location.region or None, http_client=http)

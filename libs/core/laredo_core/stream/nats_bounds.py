@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-import nats
 from nats import errors as nats_errors
 from nats.aio.client import Client as NatsClient
 from nats.js.errors import NotFoundError
@@ -14,6 +13,8 @@ from nats.js.errors import NotFoundError
 from laredo_core.changes import TableId
 from laredo_core.stream import naming
 from laredo_core.stream.bounds import StreamBoundsUnavailable, SubjectBounds
+from laredo_core.stream.nats_connect import connect_nats
+from laredo_core.stream.nats_servers import NatsServers
 
 _FAILURES = (nats_errors.Error, OSError, asyncio.TimeoutError)
 
@@ -23,7 +24,7 @@ class NatsStreamBoundsReader:
     until aclose()."""
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, client_name: str = "laredo-stream-bounds") -> None:
-        self._urls = list(urls)
+        self._urls = NatsServers.of(urls)
         self._prefix = subject_prefix
         self._client_name = client_name
         self._nc: NatsClient | None = None
@@ -64,7 +65,7 @@ class NatsStreamBoundsReader:
                 try:
                     # One attempt per call (the caller retries with backoff and logs); nats-py's error_cb would
                     # otherwise print a traceback per failed attempt.
-                    self._nc = await nats.connect(servers=self._urls, name=self._client_name, connect_timeout=2,
+                    self._nc = await connect_nats(self._urls, name=self._client_name, connect_timeout=2,
                                                   max_reconnect_attempts=1, reconnect_time_wait=0.2,
                                                   allow_reconnect=True, error_cb=_ignore)
                 except _FAILURES as exc:

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats import errors as nats_errors
@@ -35,6 +34,8 @@ from laredo_core.stream.feed import (
     UndecodableMessage,
     hand_over_undecodable,
 )
+from laredo_core.stream.nats_connect import connect_nats
+from laredo_core.stream.nats_servers import NatsServers
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class NatsChangeFeed:
                  client_name: str = "laredo", initial_backoff: float = 0.25, max_backoff: float = 5.0,
                  pending_msgs_limit: int = 100_000, pending_bytes_limit: int = 256 * 1024 * 1024,
                  stall_after: float = 5.0) -> None:
-        self._urls = list(urls)
+        self._urls = NatsServers.of(urls)
         self._prefix = subject_prefix
         self._json_values = json_values
         self._client_name = client_name
@@ -95,7 +96,7 @@ class NatsChangeFeed:
         async def attempt() -> NatsClient:
             # With unlimited reconnects nats-py also keeps retrying the first connection; error_cb
             # turns each failed attempt into one log line instead of a traceback.
-            return await nats.connect(servers=self._urls, name=self._client_name, max_reconnect_attempts=-1,
+            return await connect_nats(self._urls, name=self._client_name, max_reconnect_attempts=-1,
                                       connect_timeout=2, allow_reconnect=True, error_cb=_log_nats_error,
                                       disconnected_cb=_log_disconnected, reconnected_cb=self._reconnected)
 

@@ -12,7 +12,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 
-import nats
 from nats import errors as nats_errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -26,6 +25,8 @@ from laredo_core.rebuild.tail import TailUnavailable
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import FeedMessage
+from laredo_core.stream.nats_connect import connect_nats
+from laredo_core.stream.nats_servers import NatsServers
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class NatsStreamTail:
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, json_values: bool = False,
                  client_name: str = "laredo-rebuild", batch: int = 512, fetch_timeout: float = 2.0) -> None:
-        self._urls = list(urls)
+        self._urls = NatsServers.of(urls)
         self._prefix = subject_prefix
         self._json_values = json_values
         self._client_name = client_name
@@ -111,7 +112,7 @@ class NatsStreamTail:
         async with self._connecting:
             if self._nc is None or self._nc.is_closed:
                 try:
-                    self._nc = await nats.connect(servers=self._urls, name=self._client_name, connect_timeout=2,
+                    self._nc = await connect_nats(self._urls, name=self._client_name, connect_timeout=2,
                                                   max_reconnect_attempts=3, allow_reconnect=True)
                 except _FAILURES as exc:
                     raise TailUnavailable(f"cannot reach NATS at {', '.join(self._urls)} to read a stream tail "

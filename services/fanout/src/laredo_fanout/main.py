@@ -92,7 +92,8 @@ class FanoutApp:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Shutdown order: unready + GoAway (drain_grace), stop gRPC, background loops, feed, health."""
-        health = HealthServer(self.config.health_host, self.config.health_port, ready=self.readiness)
+        health = HealthServer(self.config.health_host, self.config.health_port, ready=self.readiness,
+                              tls=self.front_door.tls if self.front_door else None)
         grpc_server: GrpcServer | None = None
         background: list[asyncio.Task[None]] = []
         feed: asyncio.Task[None] | None = None

@@ -126,7 +126,8 @@ def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_prov
     status = IngestStatus(is_leader=not coordination.leader_election)
     ports.observer.gauges(status.gauges)
     service = IngestService(options, ports, status)
-    health = build_health_server(settings.ingest.health_host, settings.ingest.health_port, status)
+    health = build_health_server(settings.ingest.health_host, settings.ingest.health_port, status,
+                                 tls=settings.front_door.tls)
     coordinator, store = None, None
     if coordination.enabled:
         store = coordination_store or RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)

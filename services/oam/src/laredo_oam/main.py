@@ -62,7 +62,8 @@ class App:
         self._registration = registration
         self._grpc: GrpcServer | None = None
         self._stopping = False
-        self.health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self._readiness)
+        self.health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self._readiness,
+                                   tls=front_door.tls if front_door else None)
 
     @property
     def grpc_port(self) -> int:

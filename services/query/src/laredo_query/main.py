@@ -99,7 +99,8 @@ class QueryApp:
         """Start-up: health, snapshots, feed, gRPC. Shutdown order: unready, end subscriptions, stop gRPC (grace),
         stop the feed, stop health."""
         endpoint = self.endpoint
-        health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self.readiness)
+        health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self.readiness,
+                              tls=self.front_door.tls if self.front_door else None)
         grpc_server: GrpcServer | None = None
         feed: asyncio.Task[None] | None = None
         mirror: asyncio.Task[None] | None = None

@@ -21,6 +21,7 @@ from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings
 from laredo_core.coordination.ids import default_instance_id
 from laredo_core.errors import ConfigError
+from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.health import HealthServer
 from laredo_core.rebuild.tail import StreamTail
 from laredo_core.snapshots.config import StoreConfig
@@ -56,6 +57,7 @@ class SnapshotApp:
     tracer_provider: TracerProvider | None = None
     closers: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
     health_port: int = 0
+    health_tls: TlsSettings | None = None  # the shared tls section: /health/* over HTTPS
     started: asyncio.Event = field(default_factory=asyncio.Event)
     _stopping: bool = False
 
@@ -80,7 +82,8 @@ class SnapshotApp:
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Shutdown order: unready, stop scheduling (a running Spark job is cancelled), coordination, clients."""
-        health = HealthServer(self.config.health_host, self.config.health_port, ready=self.readiness)
+        health = HealthServer(self.config.health_host, self.config.health_port, ready=self.readiness,
+                              tls=self.health_tls)
         coordination: asyncio.Task[None] | None = None
         schedule: asyncio.Task[None] | None = None
         try:
@@ -159,7 +162,7 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
         coordinator = SnapshotCoordinator(coordination, instance_id or config.instance_id
                                           or default_instance_id("snapshot"), service,
                                           heartbeat_interval=config.status_interval)
-    return SnapshotApp(config, service, coordinator, tracer_provider, closers)
+    return SnapshotApp(config, service, coordinator, tracer_provider, closers, health_tls=settings.front_door.tls)
 
 
 def _spark_compactor(config: SnapshotConfig, sequential: Compactor, store_for: Callable[[StoreConfig], SnapshotStore],

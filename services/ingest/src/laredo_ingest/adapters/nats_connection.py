@@ -11,6 +11,9 @@ import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from laredo_core.stream.nats_connect import connect_nats
+from laredo_core.stream.nats_servers import NatsServers
+
 from laredo_ingest.domain.errors import StreamSetupFailed
 
 log = logging.getLogger(__name__)
@@ -20,7 +23,7 @@ class NatsConnection:
     """Connects lazily; nats-py reconnects on its own after that (publishes in between are buffered)."""
 
     def __init__(self, servers: Sequence[str], *, name: str = "laredo-ingest", connect_timeout: float = 5.0) -> None:
-        self._servers = list(servers)
+        self._servers = NatsServers.of(servers)
         self._name = name
         self._connect_timeout = connect_timeout
         self._client: Client | None = None
@@ -52,8 +55,8 @@ class NatsConnection:
 
     async def _connect(self) -> Client:
         try:
-            client = await nats.connect(
-                servers=self._servers, name=self._name, connect_timeout=self._connect_timeout,
+            client = await connect_nats(
+                self._servers, name=self._name, connect_timeout=self._connect_timeout,
                 allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=1.0,
                 error_cb=_log_error, disconnected_cb=self._disconnected, reconnected_cb=_log_reconnected)
         except (OSError, asyncio.TimeoutError, nats.errors.Error) as exc:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.health import HealthServer
 
 from laredo_ingest.application.status import IngestStatus
 
 
-def build_health_server(host: str, port: int, status: IngestStatus) -> HealthServer:
+def build_health_server(host: str, port: int, status: IngestStatus, *, tls: TlsSettings | None = None) -> HealthServer:
     def ready() -> tuple[bool, dict[str, Any]]:
         report = status.report()
         if status.ready:
             report.pop("last_error", None)
         return status.ready, report
 
-    return HealthServer(host, port, ready=ready)
+    return HealthServer(host, port, ready=ready, tls=tls)

@@ -19,7 +19,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-import nats
 from google.protobuf.message import DecodeError
 from nats import errors as nats_errors
 from nats.aio.client import Client as NatsClient
@@ -32,6 +31,8 @@ from laredo.stream.v1 import change_stream_pb2 as pb
 from laredo_core.changes import Action, TableId
 from laredo_core.position import Position
 from laredo_core.stream import naming
+from laredo_core.stream.nats_connect import connect_nats
+from laredo_core.stream.nats_servers import NatsServers
 
 from laredo_oam.domain.watch import ObservedChange
 from laredo_oam.ports import ChangeSink, TailTopic
@@ -63,7 +64,7 @@ class NatsChangeTail:
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, client_name: str = "laredo-oam",
                  initial_backoff: float = 0.25, max_backoff: float = 2.0) -> None:
-        self._urls = list(urls)
+        self._urls = NatsServers.of(urls)
         self._prefix = subject_prefix
         self._client_name = client_name
         self._initial_backoff = initial_backoff
@@ -103,7 +104,7 @@ class NatsChangeTail:
     async def _connect(self) -> NatsClient:
         # With unlimited reconnects nats-py keeps retrying the first connection too; the callbacks log an
         # outage once when it starts and once when it ends.
-        return await nats.connect(servers=self._urls, name=self._client_name, max_reconnect_attempts=-1,
+        return await connect_nats(self._urls, name=self._client_name, max_reconnect_attempts=-1,
                                   connect_timeout=2, allow_reconnect=True, error_cb=self._on_error,
                                   disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected)
 
