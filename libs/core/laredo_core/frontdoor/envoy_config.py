@@ -110,12 +110,27 @@ def _filter(name: str, type_name: str, config: dict[str, Any] | None = None) -> 
     return {"name": name, "typed_config": {"@type": f"type.googleapis.com/{type_name}", **(config or {})}}
 
 
+#: Envoy's response flags for calls the door itself failed or cut: no upstream, overload, protocol errors,
+#: timeouts, resets it made.
+_DOOR_FLAGS = ("UH", "UF", "UO", "NR", "URX", "DPE", "UPE", "UMSDR", "OM", "UT", "UC", "SI", "LR", "DO")
+
+
 def _access_log() -> list[dict[str, Any]]:
     """One line on stderr for each refused or broken request, with the peer: what the door turned away."""
+    # A status the door made itself, a flag that says the door cut the call (not a client that left: DC, DR),
+    # or a refusal of bad input: gRPC's codes, and Connect's HTTP statuses for them (400 invalid argument,
+    # 429 resource exhausted, 501 unimplemented, ...). Answers such as NOT_FOUND are not refusals; 401/403 are
+    # the service's auth, which logs them itself with the credential's name.
     refused = {"or_filter": {"filters": [
-        {"status_code_filter": {"comparison": {"op": "GE", "value": {"default_value": 400,
-                                                                     "runtime_key": "laredo.log_status"}}}},
-        {"response_flag_filter": {}},
+        {"extension_filter": {"name": "envoy.access_loggers.extension_filters.cel", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter",
+            "expression": "response.code >= 400 && (response.code_details != 'via_upstream' || "
+                          "response.code in [400, 413, 415, 429, 500, 501])"}}},
+        {"response_flag_filter": {"flags": list(_DOOR_FLAGS)}},
+        # what grpcio refuses before a handler runs (too large, no such method, a body it cannot frame) and the
+        # decoder's INVALID_ARGUMENT: bad input, logged here once with the peer
+        {"grpc_status_filter": {"statuses": ["INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "UNIMPLEMENTED",
+                                             "INTERNAL"]}},
     ]}}
     line = ("front door refused %REQ(:METHOD)% %REQ(:PATH)% from %DOWNSTREAM_REMOTE_ADDRESS%: HTTP "
             "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS% flags=%RESPONSE_FLAGS% "
