@@ -7,12 +7,15 @@ Real front doors (Envoy) on both services; the services' internals use in-memory
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from laredo.v1 import oam_pb2, query_pb2
+from laredo_cli.main import run as laredo
 from laredo_core.config import load_settings
 from laredo_core.coordination.memory import InMemoryCoordinationStore
 from laredo_oam.adapters.memory import MemoryChangeTail
@@ -108,6 +111,12 @@ async def test_query_calls_on_the_oam_address_reach_a_ready_query_instance(syste
     for protocol in PROTOCOLS:
         for service in ("TableSyncQuery", "LaredoQueryService"):
             assert await answered(protocol, service), (protocol, service)
+    # `laredo` with one address: Query commands go to the OAM address when no --query-server is given.
+    out, err = io.StringIO(), io.StringIO()
+    code = await asyncio.to_thread(laredo, ["--server", oam_address, "get", "public.items", "2", "--json"],
+                                   out=out, err=err, env={}, interactive=False)
+    assert code == 0, err.getvalue()
+    assert json.loads(out.getvalue())["row"]["id"] == 2, out.getvalue()
     # OAM's own RPCs are still OAM's, on the same address, as the Go CLI sends them.
     status = await Caller(oam_address, "connect-http1-proto").unary(
         "/laredo.v1.LaredoOAMService/GetStatus", oam_pb2.GetStatusRequest())

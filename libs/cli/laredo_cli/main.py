@@ -27,7 +27,9 @@ from laredo_cli.security import (
 
 PROG = "laredo"
 OAM_ENV, QUERY_ENV = "LAREDO_SERVER", "LAREDO_QUERY_SERVER"
-DEFAULT_OAM, DEFAULT_QUERY = "localhost:4001", "localhost:4003"
+DEFAULT_OAM = "localhost:4001"
+#: Without --query-server, Query calls go to the OAM address, which answers the Query service too.
+DEFAULT_QUERY = "the OAM address"
 COMMAND_MODULES = (status, catalog, admin, query, snapshots, dead_letters, replay)
 
 DESCRIPTION = ("Operate Laredo from a terminal or a script: status and administration through the OAM service "
@@ -37,7 +39,8 @@ DESCRIPTION = ("Operate Laredo from a terminal or a script: status and administr
 EPILOG = f"""\
 addresses:
   --server / ${OAM_ENV}              OAM service, default {DEFAULT_OAM} (oam.grpc.port)
-  --query-server / ${QUERY_ENV}  Query service, default {DEFAULT_QUERY} (query.grpc.port)
+  --query-server / ${QUERY_ENV}  Query service, default {DEFAULT_QUERY} (OAM answers Query
+                                     through the ready query instances; name one for direct reads)
   (lookup, get, list, count and subscribe use the Query service; every other command uses OAM)
   https://HOST:PORT means TLS with the system's CAs
 
@@ -97,15 +100,20 @@ def _add_global_options(parser: argparse.ArgumentParser, env: Mapping[str, str],
     group = parser.add_argument_group("global options")
     group.add_argument("--server", metavar="HOST:PORT", default=default(env.get(OAM_ENV) or DEFAULT_OAM),
                        help=f"OAM service address (env {OAM_ENV}; default {DEFAULT_OAM})")
-    group.add_argument("--query-server", metavar="HOST:PORT",
-                       default=default(env.get(QUERY_ENV) or DEFAULT_QUERY),
-                       help=f"Query service address (env {QUERY_ENV}; default {DEFAULT_QUERY})")
+    group.add_argument("--query-server", metavar="HOST:PORT", default=default(env.get(QUERY_ENV) or None),
+                       help=f"Query service address (env {QUERY_ENV}; default {DEFAULT_QUERY}, which answers "
+                            "Query calls through the query instances that are ready)")
     group.add_argument("--json", action="store_true", default=default(False),
                        help="print JSON (one object per line for watch and subscribe)")
     group.add_argument("--timeout", type=seconds, default=default(None), metavar="SECONDS",
                        help=f"wait at most this long for an answer (default {DEFAULT_TIMEOUT:g}s); for watch "
                             "and subscribe: stop after this long (default: until Ctrl-C)")
     add_security_options(group, default)
+
+
+def query_address(args: argparse.Namespace) -> str:
+    """The Query service's address: --query-server, else the OAM address (one address for operators)."""
+    return str(args.query_server or args.server)
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -136,7 +144,7 @@ def run(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: Te
         return int(error.exit_code)
     connections = Connections.to(
         Endpoint("OAM service", args.server, f"--server or {OAM_ENV}"),
-        Endpoint("Query service", args.query_server, f"--query-server or {QUERY_ENV}"), args.timeout, security)
+        Endpoint("Query service", query_address(args), f"--query-server or {QUERY_ENV}"), args.timeout, security)
     if interactive is None:
         interactive = sys.stdin.isatty() and err.isatty()
     ctx = Context(args, Output(out, err, args.json), connections, interactive)

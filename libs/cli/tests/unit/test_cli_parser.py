@@ -8,7 +8,7 @@ import pytest
 
 from laredo_cli.commands.common import TableName, seconds, table_name
 from laredo_cli.connection import normalize_address
-from laredo_cli.main import build_parser
+from laredo_cli.main import build_parser, query_address
 from libs.cli.tests.cli_runner import _run_capturing
 
 
@@ -16,10 +16,11 @@ def parse(*argv: str, env: dict[str, str] | None = None) -> argparse.Namespace:
     return build_parser(env or {}).parse_args(list(argv))
 
 
-def test_addresses_default_to_the_services_default_ports() -> None:
+def test_addresses_default_to_the_oam_port_which_answers_query_too() -> None:
     args = parse("status")
-    assert (args.server, args.query_server) == ("localhost:4001", "localhost:4003")
+    assert (args.server, query_address(args)) == ("localhost:4001", "localhost:4001")
     assert (args.json, args.timeout) == (False, None)
+    assert query_address(parse("--server", "oam:5001", "count", "t")) == "oam:5001"
 
 
 def test_addresses_come_from_the_environment_and_options_win() -> None:
@@ -112,7 +113,7 @@ def test_help_teaches_addresses_exit_codes_and_examples(capsys: pytest.CaptureFi
         parse("--help")
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for expected in ("LAREDO_SERVER", "LAREDO_QUERY_SERVER", "localhost:4001", "localhost:4003", "exit codes:",
+    for expected in ("LAREDO_SERVER", "LAREDO_QUERY_SERVER", "localhost:4001", "the OAM address", "exit codes:",
                      "130", "examples:", "dead-letters", "snapshots", "subscribe"):
         assert expected in text
 
