@@ -1,6 +1,7 @@
 """HTTP health endpoints for every service: GET /health/live and GET /health/ready (200 or 503, JSON).
 
-With the shared `tls { cert, key, client_ca, require_client_cert }` section the listener speaks HTTPS only."""
+With the shared `tls { cert, key, client_ca, require_client_cert }` section the listener speaks HTTPS only
+(a cleartext request gets 426 and what to do)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from aiohttp import web
 from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.redaction import scrub_tree
 from laredo_core.tls import server_ssl_context
+from laredo_core.tls_listener import TlsOnlyListener
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ class HealthServer:
         self._ready, self._live = ready, live
         self._tls = tls if tls is not None and tls.enabled else None
         self._runner: web.AppRunner | None = None
+        self._tls_listener: TlsOnlyListener | None = None  # with TLS: HTTPS, and 426 to cleartext requests
         self.port = 0
 
     async def start(self) -> None:
@@ -37,11 +40,15 @@ class HealthServer:
         app.router.add_get("/health/ready", self._ready_handler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        ssl_context = server_ssl_context(self._tls) if self._tls is not None else None
-        site = web.TCPSite(self._runner, self._host, self._requested_port, ssl_context=ssl_context)
-        await site.start()
-        server = site._server  # aiohttp exposes the bound socket only here
-        self.port = server.sockets[0].getsockname()[1] if server and server.sockets else self._requested_port
+        if self._tls is not None:
+            self._tls_listener = TlsOnlyListener(self._runner.server, server_ssl_context(self._tls))
+            await self._tls_listener.start(self._host, self._requested_port)
+            self.port = self._tls_listener.port
+        else:
+            site = web.TCPSite(self._runner, self._host, self._requested_port)
+            await site.start()
+            server = site._server  # aiohttp exposes the bound socket only here
+            self.port = server.sockets[0].getsockname()[1] if server and server.sockets else self._requested_port
         log.info("health endpoints on %s://%s:%d/health/{live,ready}%s", self.scheme, self._host, self.port,
                  _client_certs(self._tls))
 
@@ -50,6 +57,9 @@ class HealthServer:
         return "https" if self._tls is not None else "http"
 
     async def stop(self) -> None:
+        if self._tls_listener is not None:
+            await self._tls_listener.close()
+            self._tls_listener = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

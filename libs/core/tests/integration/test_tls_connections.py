@@ -33,6 +33,8 @@ from laredo_core.stream.bounds import StreamBoundsUnavailable
 from laredo_core.stream.feed import FeedSubscription
 from laredo_core.stream.nats_bounds import NatsStreamBoundsReader
 from laredo_core.stream.nats_feed import NatsChangeFeed
+from laredo_core.tls import server_ssl_context
+from laredo_core.tls_listener import TlsOnlyListener
 
 from libs.core.tests.integration.test_nats_feed_restart import Recorder
 from libs.core.tests.integration.tls_backends import (
@@ -91,8 +93,8 @@ async def test_health_listener_answers_https_with_the_ca_and_refuses_cleartext(c
             answer = await client.get(f"https://127.0.0.1:{health.port}/health/ready")
             assert (answer.status_code, answer.json()) == (200, {"ready": True})
         async with httpx.AsyncClient(timeout=5) as client:
-            with pytest.raises(httpx.RemoteProtocolError, match="disconnected without sending a response"):
-                await client.get(f"http://127.0.0.1:{health.port}/health/live")
+            refused = await client.get(f"http://127.0.0.1:{health.port}/health/live")
+            assert (refused.status_code, refused.text) == (426, "this port serves TLS only: connect with https://\n")
         async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=certificates.other_ca),
                                      timeout=5) as client:
             with pytest.raises(httpx.ConnectError, match=VERIFY_FAILED):
@@ -115,6 +117,27 @@ async def test_health_listener_with_a_required_client_certificate(certificates: 
                 await client.get(url)
     finally:
         await health.stop()
+
+
+class Greeter(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(b"hello")
+
+
+async def test_tls_only_listener_closes_a_silent_connection_and_serves_others(certificates: Certificates) -> None:
+    listener = TlsOnlyListener(Greeter, server_ssl_context(certificates.listener()), first_byte_timeout=0.3)
+    await listener.start("127.0.0.1", 0)
+    try:
+        silent_reader, silent_writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port, ssl=certificates.client_context(),
+                                                       server_hostname="127.0.0.1")
+        assert await asyncio.wait_for(reader.readexactly(5), 5) == b"hello"
+        assert await asyncio.wait_for(silent_reader.read(), 5) == b""  # closed by the listener, nothing said
+        for w in (writer, silent_writer):
+            w.close()
+    finally:
+        await listener.close()
 
 
 # NATS
@@ -286,8 +309,7 @@ async def test_snapshot_service_serves_health_over_https_and_reads_nats_over_tls
             status = await eventually(compacted, timeout=60, what="the first pass, read from NATS over TLS")
         assert status["tables"][str(TABLE)]["stream_sequence"] == sequence
         async with httpx.AsyncClient(timeout=2) as cleartext:
-            with pytest.raises(httpx.RemoteProtocolError):
-                await cleartext.get(f"http://127.0.0.1:{port}/health/live")
+            assert (await cleartext.get(f"http://127.0.0.1:{port}/health/live")).status_code == 426
     finally:
         proc.terminate()
         assert proc.wait(30) == 0, log.read_text()
