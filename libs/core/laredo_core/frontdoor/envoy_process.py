@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -117,9 +118,15 @@ class EnvoyFrontDoor:
                 "--concurrency", str(self._settings.concurrency), "--disable-hot-restart",
                 "--log-level", "warning", "--drain-time-s", str(max(1, round(self._settings.drain_time))),
                 "--log-format", "%v"]
+        # Envoy gets SIGTERM when this process dies, however it dies: util-linux's setpriv sets that and execs
+        # Envoy (nothing of Python runs in the child); without setpriv, a preexec call does the same.
+        setpriv = shutil.which("setpriv")
+        launch: dict[str, Any] = {"preexec_fn": _die_with_parent} if setpriv is None else {}
+        if setpriv is not None:
+            args = [setpriv, "--pdeathsig", "TERM", "--", *args]
         self._process = await asyncio.create_subprocess_exec(
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, **launch)
         self._log_task = asyncio.create_task(self._relay_log(self._process), name=f"{self._name}-envoy-log")
         deadline = time.monotonic() + START_TIMEOUT
         while True:

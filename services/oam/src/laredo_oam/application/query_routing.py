@@ -38,8 +38,10 @@ class QueryRouting:
             if addresses:
                 log.info("Query calls on the OAM address go to %s", ", ".join(addresses))
             else:
-                log.warning("no query instance is ready: Query calls on the OAM address answer UNAVAILABLE "
-                            "until one is (start laredo-query, or call a query instance directly)")
+                # at start-up (none yet) this is news, not trouble; losing the last ready instance is trouble
+                log.log(logging.WARNING if self.addresses else logging.INFO,
+                        "no query instance is ready: Query calls on the OAM address answer UNAVAILABLE until "
+                        "one is (start laredo-query, or call a query instance directly)")
             self.addresses = addresses
 
     async def run(self) -> None:
