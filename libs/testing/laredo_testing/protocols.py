@@ -57,12 +57,14 @@ class Caller:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 10.0
 
-    async def unary(self, method: str, request: Message) -> Message:
-        request_type, response_type, streaming = method_types(method)
-        assert not streaming, f"{method} streams: use stream()"
+    async def unary(self, method: str, request: Message, response_type: type[Message] | None = None) -> Message:
+        """`response_type` for a method the descriptor pool does not know (an unknown method, on purpose)."""
+        if response_type is None:
+            _, response_type, streaming = method_types(method)
+            assert not streaming, f"{method} streams: use stream()"
         if self.protocol == "grpc":
             return await self._grpc_unary(method, request, response_type)
-        client, info = self._connect(method, request_type, response_type)
+        client, info = self._connect(method, type(request), response_type, streaming=False)
         try:
             return await client.execute_unary(request=request, method=info, headers=dict(self.headers),
                                               use_get=self.protocol == "connect-get-json")
@@ -87,7 +89,7 @@ class Caller:
             async for message in self._grpc_stream(method, request, response_type):
                 yield message
             return
-        client, info = self._connect(method, request_type, response_type)
+        client, info = self._connect(method, request_type, response_type, streaming=True)
         try:
             async for message in client.execute_server_stream(request=request, method=info,
                                                               headers=dict(self.headers)):
@@ -126,7 +128,8 @@ class Caller:
                 raise CallError(exc.code().name, exc.details() or "") from exc
 
     # -- Connect and gRPC-Web (connectrpc) -----------------------------------------------------------------
-    def _connect(self, method: str, request_type: type[Message], response_type: type[Message]) -> tuple[Any, Any]:
+    def _connect(self, method: str, request_type: type[Message], response_type: type[Message], *,
+                 streaming: bool) -> tuple[Any, Any]:
         from connectrpc.client import ConnectClient
         from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
         from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
@@ -145,7 +148,6 @@ class Caller:
         client = ConnectClient(f"{scheme}://{self.address}", protocol=protocol, http_client=http,
                                codec=google_protobuf_json_codec() if json else google_protobuf_binary_codec(),
                                timeout_ms=int(self.timeout * 1000), send_compression=None)
-        streaming = method_types(method)[2]
         info = MethodInfo(name=name, service_name=service, input=request_type, output=response_type,
                           idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
                           stream_type=StreamType.SERVER_STREAM if streaming else StreamType.UNARY)
