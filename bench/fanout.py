@@ -9,24 +9,32 @@ ChangeBatch messages are published to JetStream as ingest would; readers run in 
   4. publish-to-client latency p50/p99 with --latency-clients readers at --latency-rate changes/s (the commit
      time stamped on each batch is the publish time: JetStream -> fan-out -> client; bench/e2e.py measures
      PostgreSQL -> client);
-  5. memory per row of state and per journal entry (tracemalloc, in this process, with the service's code).
-Usage: .venv/bin/python bench/fanout.py [--quick]
+  5. memory per row of state and per journal entry (tracemalloc, in this process, with the service's code);
+  6. the Sync hot path (3 and 4 on a fresh stream of --door-rows rows) with front_door.enabled = false (grpcio
+     serves the port: direct gRPC) and then true (Envoy serves it, grpcio behind it), same parameters, side by
+     side with the ratio and each side's CPU (the fan-out process, and Envoy).
+Steps 3-4 run with the service's default, the front door. Usage: .venv/bin/python bench/fanout.py [--quick]
+[--phases frontdoor]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 import grpc
 import nats
+import nats.js.errors
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -42,13 +50,16 @@ from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 BIN = Path(sys.executable).parent
 HERE = Path(__file__).resolve().parent
 SOURCE, PREFIX = "bench", "laredo"
+DOOR_BUDGET = 0.15  # the front door may cost at most this share of deliveries/s
 
 
 class FanoutProcess:
     """laredo-fanout as a process, with its CPU time and RSS read from /proc."""
 
-    def __init__(self, run_dir: Path, nats_url: str, journal_entries: int) -> None:
+    def __init__(self, run_dir: Path, nats_url: str, journal_entries: int, front_door: bool = True,
+                 envoy: str = "") -> None:
         self.grpc_port, self.health_port = free_port(), free_port()
+        self.front_door = front_door
         self.config = run_dir / "fanout.conf"
         self.config.write_text(f"""
 sources {{ {SOURCE} {{ type = postgresql, connection = "host=127.0.0.1 dbname=unused" }} }}
@@ -60,8 +71,9 @@ tables = [ {{ source = {SOURCE}, schema = public, table = {TABLE}, targets = [ {
 stream {{ nats_url = "{nats_url}", subject_prefix = {PREFIX} }}
 fanout {{ grpc {{ host = 127.0.0.1, port = {self.grpc_port} }}, health_host = 127.0.0.1, health_port = {self.health_port} }}
 telemetry {{ exporter = none }}
+front_door {{ enabled = {str(front_door).lower()}{f', envoy = "{envoy}"' if envoy else ""} }}
 """)
-        self.log = (run_dir / "fanout.log").open("wb")
+        self.log = (run_dir / f"fanout{'-door' if front_door else '-direct'}.log").open("ab")
         self.proc = subprocess.Popen([str(BIN / "laredo-fanout"), "--config", str(self.config), "--log-level",
                                       "warning"], stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -70,8 +82,11 @@ telemetry {{ exporter = none }}
         return f"127.0.0.1:{self.grpc_port}"
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _cpu_seconds(self.proc.pid)
+
+    def child_cpu_seconds(self) -> float:
+        """CPU time of the process's running children: the front door's Envoy."""
+        return sum(_cpu_seconds(pid) for pid in _children(self.proc.pid))
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -102,6 +117,30 @@ telemetry {{ exporter = none }}
         self.log.close()
 
 
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = _stat(pid)
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int(_stat(int(entry.name))[1]) == pid:
+                    found.append(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+    return found
+
+
 class Clients:
     """A bench/fanout_clients.py process."""
 
@@ -115,7 +154,8 @@ class Clients:
         if not line:
             raise RuntimeError(f"the client process ended (exit {self.proc.wait()}) before {name!r}")
         data = json.loads(line)
-        assert data["event"] == name, data
+        if data["event"] != name:
+            raise RuntimeError(f"the Sync clients failed before {name!r}: {data}")
         return data
 
     def wait(self) -> None:
@@ -153,22 +193,32 @@ async def measure_copy(pg: PostgresServer, rows: int) -> float:
     return rows / elapsed
 
 
+@dataclass
+class Deliveries:
+    rate: float  # row-deliveries per second
+    cpu: float  # fan-out process CPU seconds
+    envoy_cpu: float  # its front door's CPU seconds (0 for direct gRPC)
+
+
 async def measure_deliveries(server: FanoutProcess, js: object, clients: int, batch: int, changes: int,
-                             rows: int) -> None:
+                             rows: int) -> Deliveries:
     current = (await server.status()).current_sequence
     readers = Clients(server.address, "--clients", str(clients), "--batch", str(batch), "--since", str(current),
                       "--until", str(current + changes))
     await readers.event("live")
     messages = [update_transaction(start, min(1000, changes - start), rows) for start in range(0, changes, 1000)]
-    cpu, started = server.cpu_seconds(), time.time()
+    cpu, envoy_cpu, started = server.cpu_seconds(), server.child_cpu_seconds(), time.time()
     await publish(js, messages)
     done = await readers.event("done")
     elapsed, used = float(done["finished_at"]) - started, server.cpu_seconds() - cpu  # type: ignore[arg-type]
+    envoy_used = server.child_cpu_seconds() - envoy_cpu
     readers.wait()
     shape = f"batched (max_batch_size {batch})" if batch > 1 else "one entry per message"
+    door = f"; front door (Envoy) CPU {envoy_used:.1f}s" if server.front_door else ""
     print(f"deliveries, {clients} clients, {shape}: {clients * changes:,} row-deliveries in {elapsed:.2f}s = "
           f"{clients * changes / elapsed:,.0f}/s (fan-out CPU {used:.1f}s: {clients * changes / max(used, 1e-6):,.0f} "
-          "per CPU-second)")
+          f"per CPU-second{door})")
+    return Deliveries(clients * changes / elapsed, used, envoy_used)
 
 
 async def measure_snapshot(server: FanoutProcess, rows: int, batch: int, copy_rate: float) -> None:
@@ -183,7 +233,7 @@ async def measure_snapshot(server: FanoutProcess, rows: int, batch: int, copy_ra
 
 
 async def measure_latency(server: FanoutProcess, js: object, clients: int, batch: int, rate: float, seconds: float,
-                          per_transaction: int, rows: int) -> None:
+                          per_transaction: int, rows: int) -> dict[str, float]:
     current = (await server.status()).current_sequence
     total = int(rate * seconds) // per_transaction * per_transaction
     readers = Clients(server.address, "--clients", str(clients), "--batch", str(batch), "--since", str(current),
@@ -200,39 +250,116 @@ async def measure_latency(server: FanoutProcess, js: object, clients: int, batch
     print(f"publish-to-client latency, {clients} clients (max_batch_size {batch}), {rate:,.0f} changes/s as "
           f"{rate / per_transaction:,.0f} txn/s of {per_transaction}: p50 {lat['p50']:.1f} ms, "  # type: ignore[index]
           f"p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms over {lat['count']:,} deliveries")  # type: ignore[index]
+    return lat  # type: ignore[return-value]
+
+
+async def fresh_stream(js: object, rows: int) -> None:
+    """The source's stream anew, holding a baseline of `rows` rows."""
+    name = stream_name(PREFIX, SOURCE)
+    with contextlib.suppress(nats.js.errors.NotFoundError):
+        await js.delete_stream(name)  # type: ignore[attr-defined]
+    await js.add_stream(name=name, subjects=[source_subject_filter(PREFIX, SOURCE)])  # type: ignore[attr-defined]
+    await publish(js, baseline_messages(rows))
+
+
+@dataclass
+class HotPath:
+    unbatched: Deliveries
+    batched: Deliveries
+    latency: dict[str, float]
+
+
+async def measure_hot_path(run_dir: Path, nats_url: str, js: object, args: argparse.Namespace,
+                           front_door: bool) -> HotPath:
+    """Sync deliveries and latency of one fan-out process, on a fresh stream of --door-rows rows."""
+    rows, clients = args.door_rows, args.door_clients
+    await fresh_stream(js, rows)
+    server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000),
+                           front_door=front_door, envoy=args.door_envoy)
+    try:
+        await server.wait_sequence(rows)
+        print(f"-- Sync hot path through {'the front door (Envoy -> grpcio)' if front_door else 'direct gRPC (grpcio)'}")
+        unbatched = await measure_deliveries(server, js, clients, 0, args.changes_unbatched * 100 // clients, rows)
+        batched = await measure_deliveries(server, js, clients, args.batch, args.changes_batched, rows)
+        latency = await measure_latency(server, js, args.latency_clients, args.latency_batch, args.latency_rate,
+                                        args.latency_seconds, args.latency_txn_changes[0], rows)
+        return HotPath(unbatched, batched, latency)
+    finally:
+        server.stop()
+
+
+async def compare_front_door(run_dir: Path, nats_url: str, js: object, args: argparse.Namespace) -> None:
+    """The same Sync hot path, same parameters, with front_door.enabled = false (grpcio serves the port) and true
+    (Envoy serves it, grpcio behind on a Unix socket), alternating for --door-rounds rounds; the cost is
+    1 - door/direct of the median deliveries/s."""
+    runs: dict[bool, list[HotPath]] = {False: [], True: []}
+    for _ in range(args.door_rounds):
+        for door in (False, True):
+            runs[door].append(await measure_hot_path(run_dir, nats_url, js, args, front_door=door))
+    direct, door = runs[False], runs[True]
+    print(f"== front door vs direct gRPC ({args.door_clients} clients, {args.door_rows:,} rows; latency: "
+          f"{args.latency_clients} clients at {args.latency_rate:,.0f} changes/s; medians of {args.door_rounds} "
+          "alternating rounds)")
+    worst = -1.0
+    for shape, pick in (("one entry per message", lambda h: h.unbatched),
+                        (f"batched (max_batch_size {args.batch})", lambda h: h.batched)):
+        a, b = median([pick(h).rate for h in direct]), median([pick(h).rate for h in door])
+        cost = 1 - b / a
+        worst = max(worst, cost)
+        print(f"deliveries/s, {shape}: direct {a:,.0f}, front door {b:,.0f} (ratio {b / a:.2f}, cost {cost:.0%}); "
+              f"rounds: direct {', '.join(f'{pick(h).rate:,.0f}' for h in direct)}; front door "
+              f"{', '.join(f'{pick(h).rate:,.0f}' for h in door)}; CPU s per round: direct fan-out "
+              f"{median([pick(h).cpu for h in direct]):.1f}, front door fan-out {median([pick(h).cpu for h in door]):.1f}"
+              f" + Envoy {median([pick(h).envoy_cpu for h in door]):.1f}")
+    for name, key in (("p50", "p50"), ("p99", "p99")):
+        print(f"publish-to-client latency {name}: direct {median([h.latency[key] for h in direct]):.1f} ms, front door "
+              f"{median([h.latency[key] for h in door]):.1f} ms")
+    print(f"front door cost {worst:.0%} of deliveries/s at worst: "
+          f"{'within' if worst <= DOOR_BUDGET else 'OVER'} the {DOOR_BUDGET:.0%} budget")
 
 
 async def run(args: argparse.Namespace) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="laredo-bench-fanout-"))
     run_dir.chmod(0o755)
-    with PostgresServer() as pg, NatsServer() as nats_server:
-        copy_rate = await measure_copy(pg, args.snapshot_rows)
+    main_phases = args.phases & {"snapshot", "deliveries", "latency"}
+    with contextlib.ExitStack() as servers:
+        nats_server = servers.enter_context(NatsServer())
         nc = await nats.connect(nats_server.url)
         js = nc.jetstream()
-        await js.add_stream(name=stream_name(PREFIX, SOURCE), subjects=[source_subject_filter(PREFIX, SOURCE)])
-        await publish(js, baseline_messages(args.snapshot_rows))
-        server = FanoutProcess(run_dir, nats_server.url, journal_entries=max(args.changes_batched, 200_000))
         try:
-            started = time.time()
-            ready = await server.wait_sequence(args.snapshot_rows)
-            print(f"fan-out applied the {args.snapshot_rows:,}-row baseline in {ready - started:.1f}s "
-                  f"(= {args.snapshot_rows / (ready - started):,.0f} rows/s, start-up included); process RSS then "
-                  f"{server.rss_bytes() / 2**20:,.0f} MiB (rows + the journal's last "
-                  f"{min(args.snapshot_rows, max(args.changes_batched, 200_000)):,} baseline entries)")
-            if "snapshot" in args.phases:
-                await measure_snapshot(server, args.snapshot_rows, args.snapshot_batch, copy_rate)
-            for clients in args.clients if "deliveries" in args.phases else ():
-                await measure_deliveries(server, js, clients, 0, args.changes_unbatched * 100 // clients,
-                                         args.snapshot_rows)
-                await measure_deliveries(server, js, clients, args.batch, args.changes_batched, args.snapshot_rows)
-            for per_transaction in args.latency_txn_changes if "latency" in args.phases else ():
-                await measure_latency(server, js, args.latency_clients, args.latency_batch, args.latency_rate,
-                                      args.latency_seconds, per_transaction, args.snapshot_rows)
+            if main_phases:
+                await run_main_phases(args, servers.enter_context(PostgresServer()), nats_server.url, js, run_dir)
+            if "frontdoor" in args.phases:
+                await compare_front_door(run_dir, nats_server.url, js, args)
         finally:
-            server.stop()
             await nc.close()
     if "memory" in args.phases:
         measure_memory(args.memory_rows, COLUMNS)
+
+
+async def run_main_phases(args: argparse.Namespace, pg: PostgresServer, nats_url: str, js: object,
+                          run_dir: Path) -> None:
+    copy_rate = await measure_copy(pg, args.snapshot_rows)
+    await fresh_stream(js, args.snapshot_rows)
+    server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000))
+    try:
+        started = time.time()
+        ready = await server.wait_sequence(args.snapshot_rows)
+        print(f"fan-out applied the {args.snapshot_rows:,}-row baseline in {ready - started:.1f}s "
+              f"(= {args.snapshot_rows / (ready - started):,.0f} rows/s, start-up included); process RSS then "
+              f"{server.rss_bytes() / 2**20:,.0f} MiB (rows + the journal's last "
+              f"{min(args.snapshot_rows, max(args.changes_batched, 200_000)):,} baseline entries)")
+        if "snapshot" in args.phases:
+            await measure_snapshot(server, args.snapshot_rows, args.snapshot_batch, copy_rate)
+        for clients in args.clients if "deliveries" in args.phases else ():
+            await measure_deliveries(server, js, clients, 0, args.changes_unbatched * 100 // clients,
+                                     args.snapshot_rows)
+            await measure_deliveries(server, js, clients, args.batch, args.changes_batched, args.snapshot_rows)
+        for per_transaction in args.latency_txn_changes if "latency" in args.phases else ():
+            await measure_latency(server, js, args.latency_clients, args.latency_batch, args.latency_rate,
+                                  args.latency_seconds, per_transaction, args.snapshot_rows)
+    finally:
+        server.stop()
 
 
 def main() -> None:
@@ -251,13 +378,19 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--latency-txn-changes", type=lambda s: [int(x) for x in s.split(",")], default=[10, 1])
     parser.add_argument("--memory-rows", type=int, default=100_000)
+    parser.add_argument("--door-rows", type=int, default=100_000, help="table rows of the front door comparison")
+    parser.add_argument("--door-clients", type=int, default=100, help="Sync clients of the front door comparison")
+    parser.add_argument("--door-rounds", type=int, default=2, help="alternating direct/front door rounds")
+    parser.add_argument("--door-envoy", default="", help="front_door.envoy of the comparison: another Envoy binary")
     parser.add_argument("--phases", type=lambda s: set(s.split(",")), default={"snapshot", "deliveries", "latency",
-                                                                              "memory"},
-                        help="comma-separated subset of snapshot,deliveries,latency,memory")
+                                                                              "memory", "frontdoor"},
+                        help="comma-separated subset of snapshot,deliveries,latency,memory,frontdoor (the Sync hot "
+                             "path through the front door next to direct gRPC)")
     args = parser.parse_args()
     if args.quick:
         args.snapshot_rows, args.clients, args.changes_unbatched = 20_000, [20, 50], 500
         args.changes_batched, args.latency_clients, args.latency_seconds, args.memory_rows = 5000, 20, 3.0, 20_000
+        args.door_rows, args.door_clients, args.door_rounds = 20_000, 20, 1
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     asyncio.run(run(args))
 

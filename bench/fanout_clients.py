@@ -77,6 +77,22 @@ async def read(channel: grpc.aio.Channel, reader: Reader, request: pb.SyncReques
         if reader.done.is_set():
             call.cancel()
             return
+    raise RuntimeError(f"the stream ended at sequence {reader.last_sequence}, before {reader.until}")
+
+
+async def until_all(readers: list[Reader], event: str, tasks: list[asyncio.Task[None]]) -> None:
+    """Wait until every reader has set `event`; a stream that fails first ends the process with an error event
+    (so the benchmark stops and says why instead of waiting for ever)."""
+    waiting = asyncio.ensure_future(asyncio.gather(*(getattr(r, event).wait() for r in readers)))
+    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
+    if failed and not waiting.done():
+        waiting.cancel()
+        error = failed[0].exception()
+        print(json.dumps({"event": "error", "waiting_for": event, "failed_streams": len(failed),
+                          "error": f"{type(error).__name__}: {error}"}), flush=True)
+        sys.exit(1)
+    await waiting
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -84,17 +100,31 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else 0.0
 
 
+async def journal_identity(channel: grpc.aio.Channel, args: argparse.Namespace) -> tuple[str, str]:
+    """The instance and journal epoch that number the server's sequences: a resuming client must name them, or
+    the server ignores its last_known_sequence (sequences are local to one instance's journal)."""
+    call = channel.unary_stream(METHOD, request_serializer=pb.SyncRequest.SerializeToString,
+                                response_deserializer=pb.SyncResponse.FromString)(pb.SyncRequest(
+                                    schema=args.schema, table=args.table, client_id="bench-identify",
+                                    identify_instance=True))
+    handshake = (await call.read()).handshake
+    call.cancel()
+    return handshake.instance_id, handshake.journal_epoch
+
+
 async def run(args: argparse.Namespace) -> None:
     connections = max(1, -(-args.clients // STREAMS_PER_CONNECTION))
     channels = [grpc.aio.insecure_channel(args.address, options=[("grpc.use_local_subchannel_pool", 1)])
                 for _ in range(connections)]
+    instance_id, epoch = await journal_identity(channels[0], args) if args.since else ("", "")
     readers = [Reader(args.until, args.latency) for _ in range(args.clients)]
     tasks = [asyncio.create_task(read(channels[i % connections], reader, pb.SyncRequest(
         schema=args.schema, table=args.table, client_id=f"bench-{i}", last_known_sequence=args.since,
+        last_known_instance_id=instance_id, last_known_journal_epoch=epoch,
         max_batch_size=args.batch))) for i, reader in enumerate(readers)]
-    await asyncio.gather(*(r.live.wait() for r in readers))
+    await until_all(readers, "live", tasks)
     print(json.dumps({"event": "live"}), flush=True)
-    await asyncio.gather(*(r.done.wait() for r in readers))
+    await until_all(readers, "done", tasks)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
