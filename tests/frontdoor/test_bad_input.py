@@ -204,9 +204,6 @@ async def test_malformed_json_is_invalid_argument_naming_the_type(door: Running,
     door_log.expect("LaredoOAMService/GetTableStatus")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "POST with content-type text/plain is forwarded to grpcio, which resets the stream: the client gets HTTP 503 "
-    "'upstream connect error or disconnect/reset before headers. reset reason: remote reset', not 415"))
 async def test_wrong_content_type_is_refused_clearly(door: Running, healthy: HealthyClient,
                                                      door_log: DoorLog) -> None:
     async with httpx.AsyncClient() as http:

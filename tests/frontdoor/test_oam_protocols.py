@@ -147,10 +147,6 @@ async def test_grpc_web_text_gets_table_status(oam_door: Running) -> None:
     assert fields.get("grpc-status") == "5" and "public.nope" in fields.get("grpc-message", ""), out  # NOT_FOUND
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Connect GET reaches every unary method: GET /laredo.v1.TableSyncOAM/PauseSync?...&encoding=json&message=... "
-    "pauses the source, where GET is for side-effect-free calls only (a browser sends such a GET, with its "
-    "cookies and client certificate, from any page)"))
 async def test_get_is_refused_for_calls_with_side_effects(oam_door: Running) -> None:
     assert oam_door.store is not None
     async with executing(oam_door.store, "ingest:pg", "i1") as seen:

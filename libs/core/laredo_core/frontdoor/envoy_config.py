@@ -44,13 +44,16 @@ def _header(key: str, value: str, action: str = "OVERWRITE_IF_EXISTS_OR_ADD") ->
     return {"header": {"key": key, "value": value}, "append_action": action}
 
 
-def _routes(cluster: str, prefix: str, *, local: bool = True) -> list[dict[str, Any]]:
+def _routes(cluster: str, prefix: str, unary_buffer: int, *, local: bool = True) -> list[dict[str, Any]]:
     """The routes to one destination: JSON bodies, Connect GET with encoding=json, everything else.
 
     To the local grpcio server JSON goes as gRPC plus the codec header; to another Laredo port (`local`
     false) it goes on as gRPC with the JSON subtype, which that port's own door turns into the same.
     """
     target = {"cluster": cluster, "timeout": "0s", "max_stream_duration": {"grpc_timeout_header_max": "0s"}}
+    # Connect unary answers are buffered whole by the bridge: their own limit; streams keep the connection's
+    # small buffer, so a slow reader pushes back on the service
+    unary = {"request_body_buffer_limit": unary_buffer}
     # the bridge sends JSON as application/grpc+json, which grpcio refuses: gRPC plus the codec header
     json_mutations: dict[str, Any] = {
         "request_headers_to_add": [_header(CODEC_HEADER, "json"), _header("content-type", "application/grpc")],
@@ -63,18 +66,50 @@ def _routes(cluster: str, prefix: str, *, local: bool = True) -> list[dict[str, 
     json_body = {"name": "connect-json-unary", "typed_per_filter_config": connect_unary,
                  "match": {"prefix": prefix, "headers": [{"name": "content-type",
                                                           "string_match": {"exact": "application/json"}}]},
-                 "route": target, **json_mutations}
+                 "route": target, **json_mutations, **unary}
     json_any = {"name": "json", "match": {"prefix": prefix, "headers": [
         {"name": "content-type", "string_match": {"contains": "json"}}]}, "route": target, **json_mutations}
     json_get = {"name": "connect-get-json", "match": {"prefix": prefix, "query_parameters": [
-        {"name": "encoding", "string_match": {"exact": "json"}}]}, "route": target, **json_mutations}
+        {"name": "encoding", "string_match": {"exact": "json"}}]}, "route": target, **json_mutations, **unary}
     proto_body = {"name": "connect-proto-unary", "typed_per_filter_config": connect_unary,
                   "match": {"prefix": prefix, "headers": [{"name": "content-type",
                                                            "string_match": {"exact": "application/proto"}}]},
-                  "route": target, "request_headers_to_remove": [CODEC_HEADER]}
+                  "route": target, "request_headers_to_remove": [CODEC_HEADER], **unary}
+    get = {"name": "connect-get", "match": {"prefix": prefix, "headers": [
+        {"name": ":method", "string_match": {"exact": "GET"}}]}, "route": target,
+        "request_headers_to_remove": [CODEC_HEADER], **unary}
     other = {"name": "binary", "match": {"prefix": prefix}, "route": target,
              "request_headers_to_remove": [CODEC_HEADER]}
-    return [json_body, json_any, json_get, proto_body, other]
+    return [json_body, json_any, json_get, proto_body, get, other]
+
+
+#: Content types of the three protocols; anything else is answered 415 by the door itself.
+_PROTOCOL_CONTENT_TYPES = r"^application/(grpc|grpc-web|grpc-web-text|proto|json|connect\+proto|connect\+json)([+;].*)?$"
+UNSUPPORTED_TYPE = ("unsupported content-type: send application/grpc (gRPC), application/proto or "
+                    "application/json (Connect), application/connect+proto or +json (Connect streams), or "
+                    "application/grpc-web(+proto) or application/grpc-web-text (gRPC-Web)")
+
+
+def side_effect_paths() -> list[str]:
+    """The paths of every RPC that changes something (the `admin` ones): never served to a Connect GET, which
+    a browser sends from any page and a proxy may repeat."""
+    from laredo_core.auth.rules import ADMIN, method_rules
+
+    return sorted(path for path, rule in method_rules().items() if rule.role is ADMIN)
+
+
+def _refusals() -> list[dict[str, Any]]:
+    get = {"name": ":method", "string_match": {"exact": "GET"}}
+    refuse_get = [{"name": f"no-get{path}", "match": {"path": path, "headers": [get]},
+                   "direct_response": {"status": 405, "body": {"inline_string": (
+                       f"{path.rsplit('/', 1)[1]} changes state: call it with POST, not GET")}},
+                   "response_headers_to_add": [_header("allow", "POST")]} for path in side_effect_paths()]
+    wrong_type = {"name": "unsupported-content-type", "match": {"prefix": "/", "headers": [
+        {"name": "content-type", "present_match": True},
+        {"name": "content-type", "string_match": {"safe_regex": {"regex": _PROTOCOL_CONTENT_TYPES}},
+         "invert_match": True}]},
+        "direct_response": {"status": 415, "body": {"inline_string": UNSUPPORTED_TYPE}}}
+    return [*refuse_get, wrong_type]
 
 
 def _cors(origins: Sequence[str]) -> dict[str, Any]:
@@ -145,8 +180,9 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
     routes: list[dict[str, Any]] = []
     for upstream in upstreams:
         for prefix in upstream.prefixes:
-            routes.extend(_routes(upstream.name, prefix, local=False))
-    routes.extend(_routes("backend", "/"))
+            routes.extend(_routes(upstream.name, prefix, settings.max_response_bytes, local=False))
+    routes = [*_refusals(), *routes]
+    routes.extend(_routes("backend", "/", settings.max_response_bytes))
     virtual_host: dict[str, Any] = {"name": "service", "domains": ["*"], "routes": routes}
     if settings.cors_origins:
         virtual_host["typed_per_filter_config"] = _cors(settings.cors_origins)
@@ -175,6 +211,11 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
                                          "headers_with_underscores_action": "REJECT_REQUEST"},
         "http2_protocol_options": {
             "max_concurrent_streams": settings.max_concurrent_streams,
+            # a peer's mistake on one stream (one stream too many, a bad header) resets that stream only
+            "override_stream_error_on_invalid_http_message": True,
+            # many small Sync frames queue up for a slow reader before the buffer limit pushes back on the
+            # service; memory is bounded by that limit, not by counting frames
+            "max_outbound_frames": 1_000_000,
             "connection_keepalive": {"interval": _duration(settings.keepalive_interval),
                                      "timeout": _duration(settings.keepalive_timeout)}},
         "route_config": {"name": "service", "virtual_hosts": [virtual_host]},
@@ -217,7 +258,7 @@ def bootstrap(settings: FrontDoorSettings, *, host: str, port: int, backend_sock
     listener: dict[str, Any] = {
         "name": "front_door",
         "address": {"socket_address": {"address": host, "port_value": port}},
-        "per_connection_buffer_limit_bytes": settings.max_response_bytes,
+        "per_connection_buffer_limit_bytes": settings.connection_buffer_bytes,
         "filter_chains": [{"filters": [manager]}],
     }
     if settings.tls.enabled:
@@ -280,7 +321,7 @@ def endpoints_document(cluster: str, addresses: Sequence[tuple[str, int]], versi
 def _cluster(name: str, discovery: dict[str, Any], settings: FrontDoorSettings) -> dict[str, Any]:
     return {
         "name": name, "connect_timeout": "2s",
-        "per_connection_buffer_limit_bytes": settings.max_response_bytes,
+        "per_connection_buffer_limit_bytes": settings.connection_buffer_bytes,
         "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
             "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
             "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 2_000_000}}}},

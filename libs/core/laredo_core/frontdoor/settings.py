@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # laredo_core.config imports this module: Reader is imported 
     from laredo_core.config.reader import Reader
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+DEFAULT_CONNECTION_BUFFER_BYTES = 1024 * 1024
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 CORS_ALLOWED_HEADERS = ("authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
                         "grpc-timeout", "x-grpc-web", "x-user-agent")
@@ -43,7 +44,10 @@ class FrontDoorSettings:
     concurrency: int = 1  # Envoy worker threads
     cors_origins: tuple[str, ...] = ()  # exact origins, or "*"
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # one request message, on every protocol
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # one unary Connect/gRPC-Web response, buffered whole
+    # what the door holds per connection before it pushes back on the service (a client that reads slowly
+    # then slows its own stream, and the service's per-client limits decide)
+    connection_buffer_bytes: int = DEFAULT_CONNECTION_BUFFER_BYTES
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # one Connect unary response, which the door buffers
     max_concurrent_streams: int = 1000  # per HTTP/2 connection
     max_connections: int = 10_000  # per listener
     idle_timeout: float = 300.0  # a connection with no open stream is closed after this long
@@ -76,6 +80,7 @@ def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSe
         concurrency=r.integer("concurrency", 1, minimum=1, maximum=64),
         cors_origins=tuple(cors.string_list("allowed_origins", [])),
         max_request_bytes=limits.size("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES),
+        connection_buffer_bytes=limits.size("connection_buffer_bytes", DEFAULT_CONNECTION_BUFFER_BYTES),
         max_response_bytes=limits.size("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES),
         max_concurrent_streams=limits.integer("max_concurrent_streams", 1000, minimum=1),
         max_connections=limits.integer("max_connections", 10_000, minimum=1),
