@@ -17,6 +17,7 @@ from typing import Any
 from laredo_core.frontdoor.settings import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, FrontDoorSettings
 
 CODEC_HEADER = "x-laredo-codec"
+STREAM_WINDOW_BYTES = 64 * 1024
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 TLS_REFUSAL = ("this port serves TLS only: connect with https:// (Connect, gRPC-Web) or with TLS channel "
                "credentials (gRPC)")
@@ -216,6 +217,9 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
             # many small Sync frames queue up for a slow reader before the buffer limit pushes back on the
             # service; memory is bounded by that limit, not by counting frames
             "max_outbound_frames": 1_000_000,
+            # Envoy's edge defaults: a stream holds 64 KiB in flight, the connection 1 MiB
+            "initial_stream_window_size": STREAM_WINDOW_BYTES,
+            "initial_connection_window_size": 1024 * 1024,
             "connection_keepalive": {"interval": _duration(settings.keepalive_interval),
                                      "timeout": _duration(settings.keepalive_timeout)}},
         "route_config": {"name": "service", "virtual_hosts": [virtual_host]},
@@ -324,6 +328,11 @@ def _cluster(name: str, discovery: dict[str, Any], settings: FrontDoorSettings) 
         "per_connection_buffer_limit_bytes": settings.connection_buffer_bytes,
         "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
             "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-            "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 2_000_000}}}},
+            # Each call has its own small window towards the service, so a client that stops reading stops its
+            # own call at the service (whose per-client limits then decide) and no other; the connection's
+            # window, shared by every call, stays large.
+            "explicit_http_config": {"http2_protocol_options": {
+                "max_concurrent_streams": 2_000_000, "initial_stream_window_size": STREAM_WINDOW_BYTES,
+                "initial_connection_window_size": 64 * 1024 * 1024}}}},
         **discovery,
     }

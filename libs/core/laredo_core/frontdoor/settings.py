@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # laredo_core.config imports this module: Reader is imported 
     from laredo_core.config.reader import Reader
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
-DEFAULT_CONNECTION_BUFFER_BYTES = 1024 * 1024
+DEFAULT_CONNECTION_BUFFER_BYTES = 32 * 1024  # Envoy's advice for an edge proxy
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 CORS_ALLOWED_HEADERS = ("authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
                         "grpc-timeout", "x-grpc-web", "x-user-agent")

@@ -84,6 +84,8 @@ class FanoutApp:
         ready, details = self.targets.readiness()
         if self._stopping:
             return False, {"stopping": True, **details}
+        if not self.grpc_port:  # its port (the front door) does not answer yet: clients would be refused
+            return False, {"grpc": "starting", **details}
         return ready, details
 
     def drain(self, reason: str, seconds: float, schema: str = "", table: str = "") -> None:

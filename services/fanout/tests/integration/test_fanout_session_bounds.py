@@ -16,7 +16,8 @@ from services.fanout.tests.integration.fanout_cluster import NO_WINDOW_GROWTH, I
 
 pytestmark = pytest.mark.integration
 
-DOC = "x" * 2000  # about 2 KiB per row: a stuck client's transport (64 KiB window) is full after some 30 rows
+DOC = "x" * 8000  # about 8 KiB per row: what a stuck client's transport holds (its 64 KiB window, and the front
+# door's buffer and window towards the service, some 100 KiB more) is full after some 20 rows
 
 
 async def stuck_sync(fanout: Instance, **request: object) -> grpc.aio.UnaryStreamCall:
@@ -76,7 +77,7 @@ async def test_a_client_stuck_in_its_catch_up_is_dropped(stream: Stream, nats_ur
         journal = fanout.app.targets.replicas[0].journal
         reader = follow(fanout.channel, client_id="reader", track_rows=False)
         await eventually(lambda: reader.replica.snapshot_done, what="the reader's snapshot")
-        await publish_changes(stream, batches, range(100, 160), doc=DOC)  # a 120 KiB backlog for the stuck client
+        await publish_changes(stream, batches, range(100, 160), doc=DOC)  # a 480 KiB backlog for the stuck client
         await eventually(lambda: journal.current_sequence == 63, what="the backlog applied")
         stuck = await stuck_sync(fanout, last_known_source_position=str(journal.entries_after(3, 1)[0].position),
                                  max_batch_size=5)

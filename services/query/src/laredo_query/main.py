@@ -93,6 +93,8 @@ class QueryApp:
         ready, details = self.service.readiness()
         if self._stopping:
             return False, {"stopping": True, **details}
+        if not self.grpc_port:  # its port (the front door) does not answer yet: clients would be refused
+            return False, {"grpc": "starting", **details}
         return ready, details
 
     async def run(self, stop: asyncio.Event) -> None:
