@@ -57,7 +57,7 @@ class FanoutProcess:
     """laredo-fanout as a process, with its CPU time and RSS read from /proc."""
 
     def __init__(self, run_dir: Path, nats_url: str, journal_entries: int, front_door: bool = True,
-                 envoy: str = "") -> None:
+                 envoy: str = "", door_limits: str = "") -> None:
         self.grpc_port, self.health_port = free_port(), free_port()
         self.front_door = front_door
         self.config = run_dir / "fanout.conf"
@@ -71,7 +71,8 @@ tables = [ {{ source = {SOURCE}, schema = public, table = {TABLE}, targets = [ {
 stream {{ nats_url = "{nats_url}", subject_prefix = {PREFIX} }}
 fanout {{ grpc {{ host = 127.0.0.1, port = {self.grpc_port} }}, health_host = 127.0.0.1, health_port = {self.health_port} }}
 telemetry {{ exporter = none }}
-front_door {{ enabled = {str(front_door).lower()}{f', envoy = "{envoy}"' if envoy else ""} }}
+front_door {{ enabled = {str(front_door).lower()}{f', envoy = "{envoy}"' if envoy else ""}
+  {f"limits {{ {door_limits} }}" if door_limits else ""} }}
 """)
         self.log = (run_dir / f"fanout{'-door' if front_door else '-direct'}.log").open("ab")
         self.proc = subprocess.Popen([str(BIN / "laredo-fanout"), "--config", str(self.config), "--log-level",
@@ -275,7 +276,7 @@ async def measure_hot_path(run_dir: Path, nats_url: str, js: object, args: argpa
     rows, clients = args.door_rows, args.door_clients
     await fresh_stream(js, rows)
     server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000),
-                           front_door=front_door, envoy=args.door_envoy)
+                           front_door=front_door, envoy=args.door_envoy, door_limits=args.door_limits)
     try:
         await server.wait_sequence(rows)
         print(f"-- Sync hot path through {'the front door (Envoy -> grpcio)' if front_door else 'direct gRPC (grpcio)'}")
@@ -382,6 +383,8 @@ def main() -> None:
     parser.add_argument("--door-clients", type=int, default=100, help="Sync clients of the front door comparison")
     parser.add_argument("--door-rounds", type=int, default=2, help="alternating direct/front door rounds")
     parser.add_argument("--door-envoy", default="", help="front_door.envoy of the comparison: another Envoy binary")
+    parser.add_argument("--door-limits", default="", help="front_door.limits of the comparison, in HOCON, e.g. "
+                                                         "'connection_buffer_bytes = 256KiB, stream_window_bytes = 1MiB'")
     parser.add_argument("--phases", type=lambda s: set(s.split(",")), default={"snapshot", "deliveries", "latency",
                                                                               "memory", "frontdoor"},
                         help="comma-separated subset of snapshot,deliveries,latency,memory,frontdoor (the Sync hot "

@@ -17,7 +17,6 @@ from typing import Any
 from laredo_core.frontdoor.settings import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, FrontDoorSettings
 
 CODEC_HEADER = "x-laredo-codec"
-STREAM_WINDOW_BYTES = 64 * 1024
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 TLS_REFUSAL = ("this port serves TLS only: connect with https:// (Connect, gRPC-Web) or with TLS channel "
                "credentials (gRPC)")
@@ -79,9 +78,12 @@ def _routes(cluster: str, prefix: str, unary_buffer: int, *, local: bool = True)
     get = {"name": "connect-get", "match": {"prefix": prefix, "headers": [
         {"name": ":method", "string_match": {"exact": "GET"}}]}, "route": target,
         "request_headers_to_remove": [CODEC_HEADER], **unary}
+    native = {"name": "grpc", "typed_per_filter_config": _NATIVE_GRPC_SKIPS, "match": {"prefix": prefix, "headers": [
+        {"name": "content-type", "string_match": {"safe_regex": {"regex": r"^application/grpc(\+proto)?(;.*)?$"}}}]},
+        "route": target, "request_headers_to_remove": [CODEC_HEADER]}
     other = {"name": "binary", "match": {"prefix": prefix}, "route": target,
              "request_headers_to_remove": [CODEC_HEADER]}
-    return [json_body, json_any, json_get, proto_body, get, other]
+    return [json_body, json_any, json_get, proto_body, get, native, other]
 
 
 #: Content types of the three protocols; anything else is answered 415 by the door itself.
@@ -111,6 +113,13 @@ def _refusals() -> list[dict[str, Any]]:
          "invert_match": True}]},
         "direct_response": {"status": 415, "body": {"inline_string": UNSUPPORTED_TYPE}}}
     return [*refuse_get, wrong_type]
+
+
+#: Native gRPC (the Sync hot path) passes only the router: the filters for browsers, gRPC-Web and Connect are
+#: skipped for its every frame.
+_NATIVE_GRPC_SKIPS = {name: {"@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "disabled": True}
+                      for name in ("envoy.filters.http.cors", "envoy.filters.http.grpc_web", "envoy.filters.http.lua",
+                                   "envoy.filters.http.header_mutation", "envoy.filters.http.connect_grpc_bridge")}
 
 
 def _cors(origins: Sequence[str]) -> dict[str, Any]:
@@ -218,8 +227,8 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
             # service; memory is bounded by that limit, not by counting frames
             "max_outbound_frames": 1_000_000,
             # Envoy's edge defaults: a stream holds 64 KiB in flight, the connection 1 MiB
-            "initial_stream_window_size": STREAM_WINDOW_BYTES,
-            "initial_connection_window_size": 1024 * 1024,
+            "initial_stream_window_size": settings.stream_window_bytes,
+            "initial_connection_window_size": max(1024 * 1024, settings.stream_window_bytes),
             "connection_keepalive": {"interval": _duration(settings.keepalive_interval),
                                      "timeout": _duration(settings.keepalive_timeout)}},
         "route_config": {"name": "service", "virtual_hosts": [virtual_host]},
@@ -332,7 +341,7 @@ def _cluster(name: str, discovery: dict[str, Any], settings: FrontDoorSettings) 
             # own call at the service (whose per-client limits then decide) and no other; the connection's
             # window, shared by every call, stays large.
             "explicit_http_config": {"http2_protocol_options": {
-                "max_concurrent_streams": 2_000_000, "initial_stream_window_size": STREAM_WINDOW_BYTES,
+                "max_concurrent_streams": 2_000_000, "initial_stream_window_size": settings.stream_window_bytes,
                 "initial_connection_window_size": 64 * 1024 * 1024}}}},
         **discovery,
     }

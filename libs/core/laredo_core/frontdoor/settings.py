@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # laredo_core.config imports this module: Reader is imported 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_CONNECTION_BUFFER_BYTES = 32 * 1024  # Envoy's advice for an edge proxy
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+DEFAULT_STREAM_WINDOW_BYTES = 64 * 1024
 CORS_ALLOWED_HEADERS = ("authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
                         "grpc-timeout", "x-grpc-web", "x-user-agent")
 CORS_EXPOSED_HEADERS = ("grpc-status", "grpc-message", "grpc-status-details-bin", "connect-content-encoding")
@@ -48,6 +49,8 @@ class FrontDoorSettings:
     # then slows its own stream, and the service's per-client limits decide)
     connection_buffer_bytes: int = DEFAULT_CONNECTION_BUFFER_BYTES
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # one Connect unary response, which the door buffers
+    # each call's HTTP/2 window towards the service: what the service may send ahead of a slow reader
+    stream_window_bytes: int = DEFAULT_STREAM_WINDOW_BYTES
     max_concurrent_streams: int = 1000  # per HTTP/2 connection
     max_connections: int = 10_000  # per listener
     idle_timeout: float = 300.0  # a connection with no open stream is closed after this long
@@ -82,6 +85,7 @@ def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSe
         max_request_bytes=limits.size("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES),
         connection_buffer_bytes=limits.size("connection_buffer_bytes", DEFAULT_CONNECTION_BUFFER_BYTES),
         max_response_bytes=limits.size("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES),
+        stream_window_bytes=limits.size("stream_window_bytes", DEFAULT_STREAM_WINDOW_BYTES),
         max_concurrent_streams=limits.integer("max_concurrent_streams", 1000, minimum=1),
         max_connections=limits.integer("max_connections", 10_000, minimum=1),
         idle_timeout=limits.duration("idle_timeout", 300.0),
@@ -96,6 +100,11 @@ def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSe
     for key in ("idle_timeout", "request_headers_timeout", "keepalive_interval", "keepalive_timeout"):
         if getattr(settings, key) <= 0:
             limits.problem(key, f"must be a positive duration such as 30s, got {getattr(settings, key):g}s")
+    if not 65_535 <= settings.stream_window_bytes <= 2**31 - 1:
+        limits.problem("stream_window_bytes", f"must be an HTTP/2 window, 64KiB to 2GiB, got "
+                                              f"{settings.stream_window_bytes}")
+    if settings.connection_buffer_bytes < 1024:
+        limits.problem("connection_buffer_bytes", f"must be at least 1KiB, got {settings.connection_buffer_bytes}")
     for origin in settings.cors_origins:
         if origin != "*" and not origin.startswith(("http://", "https://")):
             cors.problem("allowed_origins", f"expected origins like https://console.example.com or \"*\", "
