@@ -45,7 +45,8 @@ def _header(key: str, value: str, action: str = "OVERWRITE_IF_EXISTS_OR_ADD") ->
 
 
 def _routes(cluster: str, prefix: str, unary_buffer: int, *, local: bool = True) -> list[dict[str, Any]]:
-    """The routes to one destination: JSON bodies, Connect GET with encoding=json, everything else.
+    """The routes to one destination: Connect unary JSON and proto, other JSON, Connect GET, native gRPC (only
+    the router), everything else (gRPC-Web, Connect streams).
 
     To the local grpcio server JSON goes as gRPC plus the codec header; to another Laredo port (`local`
     false) it goes on as gRPC with the JSON subtype, which that port's own door turns into the same.
@@ -78,16 +79,18 @@ def _routes(cluster: str, prefix: str, unary_buffer: int, *, local: bool = True)
     get = {"name": "connect-get", "match": {"prefix": prefix, "headers": [
         {"name": ":method", "string_match": {"exact": "GET"}}]}, "route": target,
         "request_headers_to_remove": [CODEC_HEADER], **unary}
-    native = {"name": "grpc", "typed_per_filter_config": _NATIVE_GRPC_SKIPS, "match": {"prefix": prefix, "headers": [
-        {"name": "content-type", "string_match": {"safe_regex": {"regex": r"^application/grpc(\+proto)?(;.*)?$"}}}]},
-        "route": target, "request_headers_to_remove": [CODEC_HEADER]}
+    native_type = {"safe_regex": {"regex": r"^application/grpc(\+proto)?(;.*)?$"}}
+    native = {"name": "grpc", "typed_per_filter_config": _NATIVE_GRPC_SKIPS, "route": target,
+              "match": {"prefix": prefix, "headers": [{"name": "content-type", "string_match": native_type}]},
+              "request_headers_to_remove": [CODEC_HEADER]}
     other = {"name": "binary", "match": {"prefix": prefix}, "route": target,
              "request_headers_to_remove": [CODEC_HEADER]}
     return [json_body, json_any, json_get, proto_body, get, native, other]
 
 
 #: Content types of the three protocols; anything else is answered 415 by the door itself.
-_PROTOCOL_CONTENT_TYPES = r"^application/(grpc|grpc-web|grpc-web-text|proto|json|connect\+proto|connect\+json)([+;].*)?$"
+_PROTOCOL_CONTENT_TYPES = (r"^application/(grpc|grpc-web|grpc-web-text|proto|json|connect\+proto|connect\+json)"
+                           r"([+;].*)?$")
 UNSUPPORTED_TYPE = ("unsupported content-type: send application/grpc (gRPC), application/proto or "
                     "application/json (Connect), application/connect+proto or +json (Connect streams), or "
                     "application/grpc-web(+proto) or application/grpc-web-text (gRPC-Web)")

@@ -1,9 +1,11 @@
 """This instance in the coordination store: a status heartbeat, and the commands addressed to query instances.
 
-The status (service `query`) is {"ready", "address" (host:port of its gRPC port), "tables": {"schema.table": {ready, baseline_complete, caught_up, rows,
-position, columns, indexes, subscribers, ...}}}; OAM derives the indexed-memory pipelines' states from it and
-answers GetTableSchema with `columns`. It is stored every `heartbeat_interval` and at once whenever a table's
-readiness changes (InstanceHeartbeat.poke), so a status watcher sees BASELINING -> STREAMING when it happens.
+The status (service `query`) is {"ready", "address" (host:port of its gRPC port), "tables": {"schema.table":
+{ready, baseline_complete, caught_up, rows, position, columns, indexes, subscribers, ...}}}; OAM derives the
+indexed-memory pipelines' states from it, answers GetTableSchema with `columns` and routes Query calls made to
+its own address to the ready instances' `address`. It is stored every `heartbeat_interval` and at once whenever
+a table's readiness changes (InstanceHeartbeat.poke), so a status watcher sees BASELINING -> STREAMING when it
+happens.
 
 Commands arrive for 'query:*' (every instance, each reading with its own group) and for 'query:<instance_id>';
 laredo_core.coordination.instance serves them and answers restores and replays with the instance's rebuilds;
