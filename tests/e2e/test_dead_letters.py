@@ -58,6 +58,10 @@ async def test_bad_input_is_kept_listed_replayed_and_purged_while_the_services_k
     finally:
         await nc.close()
     system.sql(f"INSERT INTO {system.table} VALUES (3, 'a@example.com', 'duplicate email')")  # breaks the lookup
+    # The foreign bytes took the stream sequence ingest expected for this change: it is refused and published
+    # again by the next session. Until that is done, a later change could be stored ahead of it (the xfail
+    # test_a_foreign_message_does_not_let_a_later_message_overtake_a_refused_one), so the next one waits.
+    query = await eventually(lambda: letters(system, "indexed-memory", 2), timeout=30, what="query's letters")
     system.sql(f"INSERT INTO {system.table} VALUES (4, 'd@example.com', 'after')")
     assert await eventually(lambda: lookup(system, "d@example.com"), timeout=30, what="the change after both")
 
@@ -65,7 +69,6 @@ async def test_bad_input_is_kept_listed_replayed_and_purged_while_the_services_k
     (corrupt,) = fanout.entries
     assert corrupt.action == "UNDECODABLE" and "corrupt change batch" in corrupt.error_message
     assert MessageToDict(corrupt.change_data)["raw_message_base64"]
-    query = await eventually(lambda: letters(system, "indexed-memory", 2), timeout=30, what="query's letters")
     assert [e.action for e in query.entries] == ["UNDECODABLE", "INSERT"]
     violation = query.entries[1]
     assert "lookup_fields (email) already holds email='a@example.com' for the row with primary key id=1" in \

@@ -300,3 +300,34 @@ async def test_nats_foreign_bytes_at_the_end_of_the_stream_do_not_stop_a_session
     assert await publisher.wait_for_acks(10.0) and acks.results["after"] == [None]
     await publisher.close()
     await connection.close()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a message not published by ingest (corrupt bytes written to a table subject) takes the sequence ingest "
+    "predicted for its next message: that message is refused, but the one after it finds the predicted last "
+    "sequence and is stored, ahead of its refused predecessor (consumers then skip the predecessor as a "
+    "position regression, loudly, and diverge until a new baseline)"))
+async def test_a_foreign_message_does_not_let_a_later_message_overtake_a_refused_one(
+        harness: PublisherHarness, request: pytest.FixtureRequest) -> None:
+    if isinstance(harness.publisher, InMemoryChangePublisher):
+        pytest.skip("the fake has no other writers")
+    await harness.publisher.ensure_stream(harness.spec)
+    acks = Acks()
+    batches = [batch(harness.prefix, 0x3000 + i * 0x100, end_lsn=0x3000 + i * 0x100 + 0x80) for i in range(3)]
+    await harness.publisher.publish(batches[0], acks.callback("0"))  # careful start: stored, pipelining begins
+    await eventually(lambda: "0" in acks.results, what="the first message stored")
+    writer = await nats.connect(request.getfixturevalue("nats_url"))
+    try:
+        js = writer.jetstream()
+        await js.publish(batches[0].subject, b"\xff\x00 foreign bytes")
+        for i, b in enumerate(batches[1:], start=1):
+            await harness.publisher.publish(b, acks.callback(str(i)))
+        await eventually(lambda: len(acks.results) == 3, what="every message answered")
+        info = await js.stream_info(harness.spec.name)
+        ids = [((await js.get_msg(harness.spec.name, seq)).headers or {}).get(HEADER_MSG_ID, "foreign")
+               for seq in range(info.state.first_seq, info.state.last_seq + 1)]
+    finally:
+        await writer.close()
+    assert isinstance(acks.results["1"][0], IngestError)  # refused: the foreign message took its place
+    # nothing published after a refused message may be stored before it
+    assert batches[2].msg_id not in ids or batches[1].msg_id in ids[:ids.index(batches[2].msg_id)], ids
