@@ -3,41 +3,27 @@ CORS grant, so the browser refuses to show them the answer. Real front door (Env
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from laredo_core.config import load_settings
-from laredo_oam.adapters.memory import InMemoryCoordinationStore, MemoryChangeTail
-from laredo_oam.main import App, build
+from laredo_oam.main import App
+
+from tests.frontdoor.services import oam
 
 ALLOWED = "https://console.example.com"
 PATH = "/laredo.v1.TableSyncOAM/GetStatus"
 
 
 @pytest.fixture
-async def oam(tmp_path: Path) -> AsyncIterator[App]:
-    (tmp_path / "laredo.conf").write_text(f'front_door {{ cors {{ allowed_origins = ["{ALLOWED}"] }} }}\n')
-    settings = load_settings(tmp_path / "laredo.conf", env={})
-    app = build(settings, store=InMemoryCoordinationStore(), change_tail=MemoryChangeTail(), grpc_host="127.0.0.1",
-                grpc_port=0, health_host="127.0.0.1", health_port=0)
-    stop = asyncio.Event()
-    task = asyncio.create_task(app.run(stop))
-    started = asyncio.create_task(app.started.wait())
-    await asyncio.wait({task, started}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        task.result()
-    try:
-        yield app
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
+async def oam_app(tmp_path: Path) -> AsyncIterator[App]:
+    async with oam(tmp_path, front_door=f'cors {{ allowed_origins = ["{ALLOWED}"] }}') as running:
+        yield running.app
 
 
-async def test_a_configured_origin_passes_preflight_and_reads_the_answer(oam: App) -> None:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{oam.grpc_port}") as http:
+async def test_a_configured_origin_passes_preflight_and_reads_the_answer(oam_app: App) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{oam_app.grpc_port}") as http:
         preflight = await http.options(PATH, headers={
             "origin": ALLOWED, "access-control-request-method": "POST",
             "access-control-request-headers": "content-type,connect-protocol-version,authorization"})
@@ -53,8 +39,8 @@ async def test_a_configured_origin_passes_preflight_and_reads_the_answer(oam: Ap
         assert "grpc-status" in answer.headers["access-control-expose-headers"]
 
 
-async def test_another_origin_gets_no_grant(oam: App) -> None:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{oam.grpc_port}") as http:
+async def test_another_origin_gets_no_grant(oam_app: App) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{oam_app.grpc_port}") as http:
         preflight = await http.options(PATH, headers={"origin": "https://evil.example.net",
                                                       "access-control-request-method": "POST"})
         assert "access-control-allow-origin" not in preflight.headers

@@ -15,9 +15,10 @@ import trustme
 from laredo.v1 import oam_pb2
 from laredo_core.config import load_settings
 from laredo_core.frontdoor.envoy_config import TLS_REFUSAL
-from laredo_oam.adapters.memory import InMemoryCoordinationStore, MemoryChangeTail
-from laredo_oam.main import App, build
+from laredo_oam.main import App
 from laredo_testing.protocols import PROTOCOLS, Caller, CallError, TlsClient
+
+from tests.frontdoor.services import oam
 
 GET_STATUS = "/laredo.v1.TableSyncOAM/GetStatus"
 
@@ -42,34 +43,22 @@ def certs(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return files
 
 
-async def _running(sets: list[str]) -> AsyncIterator[App]:
-    app = build(load_settings(None, env={}, sets=sets), store=InMemoryCoordinationStore(),
-                change_tail=MemoryChangeTail(), grpc_host="127.0.0.1", grpc_port=0, health_host="127.0.0.1",
-                health_port=0)
-    stop = asyncio.Event()
-    task = asyncio.create_task(app.run(stop))
-    started = asyncio.create_task(app.started.wait())
-    await asyncio.wait({task, started}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        task.result()
-    try:
-        yield app
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
+def _tls(**files: Path | bool) -> str:
+    return "tls { " + ", ".join(f'{k} = "{v}"' if isinstance(v, Path) else f"{k} = {str(v).lower()}"
+                                 for k, v in files.items()) + " }"
 
 
 @pytest.fixture
-async def tls_app(certs: dict[str, Path]) -> AsyncIterator[App]:
-    async for app in _running([f"tls.cert={certs['cert']}", f"tls.key={certs['key']}"]):
-        yield app
+async def tls_app(certs: dict[str, Path], tmp_path: Path) -> AsyncIterator[App]:
+    async with oam(tmp_path, extra=_tls(cert=certs["cert"], key=certs["key"])) as running:
+        yield running.app
 
 
 @pytest.fixture
-async def mtls_app(certs: dict[str, Path]) -> AsyncIterator[App]:
-    async for app in _running([f"tls.cert={certs['cert']}", f"tls.key={certs['key']}",
-                               f"tls.client_ca={certs['ca']}", "tls.require_client_cert=true"]):
-        yield app
+async def mtls_app(certs: dict[str, Path], tmp_path: Path) -> AsyncIterator[App]:
+    async with oam(tmp_path, extra=_tls(cert=certs["cert"], key=certs["key"], client_ca=certs["ca"],
+                                        require_client_cert=True)) as running:
+        yield running.app
 
 
 def _client(certs: dict[str, Path], *, with_cert: bool = False) -> TlsClient:
