@@ -15,15 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import nats
 import psycopg
 
 from laredo_core.changes import TableId
-from laredo_core.stream.naming import stream_name
+from laredo_core.stream.naming import stream_name, table_subject
 from laredo_testing.eventually import eventually
 from laredo_testing.fault_proxy import FaultProxy
 from laredo_testing.servers import NatsServer, PostgresServer, RedisServer
 
 from tests.chaos.plan import Fault, Step
+
+#: What the foreign-publish fault writes: no change batch, so every consumer dead-letters it.
+FOREIGN_BYTES = b"\xff\x00 written by a client that is not ingest"
 from tests.e2e.harness import ServiceProcess, free_port
 from tests.e2e.system import SOURCE, System, SystemConfig, write_config
 
@@ -227,6 +231,8 @@ class ChaosSystem:
             return f"Redis stopped; it starts again (empty) in {REDIS_OUTAGE:g}s"
         if fault is Fault.DROP_PUBLISH:
             return await self._drop_publish()
+        if fault is Fault.FOREIGN_PUBLISH:
+            return await self._foreign_publish(step.pause)
         assert fault is Fault.CUT_PUBLISH, fault
         assert self.proxy is not None
         return f"reset {self.proxy.cut()} connection(s) of ingest to NATS"
@@ -299,6 +305,26 @@ class ChaosSystem:
         await eventually(lambda: not proxy.dropping, timeout=30, interval=0.05,
                          what="ingest to write to NATS, so that the proxy can drop it")
         return "dropped ingest's next write to NATS and reset the connection"
+
+    async def _foreign_publish(self, hold: float) -> str:
+        """Ingest's writes wait in the proxy while another client's message reaches the stream first: it takes
+        the sequence ingest's first held message names, whose successors may then be stored ahead of it."""
+        proxy = self.proxy
+        assert proxy is not None
+        held = proxy.held_chunks
+        proxy.hold_upstream()
+        try:
+            await eventually(lambda: proxy.held_chunks > held, timeout=30, interval=0.05,
+                             what="ingest to write to NATS while its writes are held")
+            await asyncio.sleep(min(hold, 1.0))  # more of ingest's messages pile up behind the first
+            client = await nats.connect(self.nats_url)
+            try:
+                await client.jetstream().publish(table_subject(self.prefix, SOURCE, self.table), FOREIGN_BYTES)
+            finally:
+                await client.close()
+        finally:
+            proxy.release_upstream()
+        return f"wrote {len(FOREIGN_BYTES)} foreign bytes to the stream ahead of ingest's held writes"
 
     def later(self, delay: float, action: Callable[[], object]) -> None:
         async def run() -> None:

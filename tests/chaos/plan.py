@@ -30,6 +30,7 @@ class Fault(enum.Enum):
     STOP_REDIS = "stop Redis for 20s"
     DROP_PUBLISH = "drop a write of ingest to NATS on the wire, then reset the connection"
     CUT_PUBLISH = "reset ingest's NATS connection mid-stream"
+    FOREIGN_PUBLISH = "another client writes bytes to a table subject ahead of ingest's held writes"
     STALL_CLIENT = "a client stops reading"
     RESTART_CLIENT = "a client restarts from its local snapshot"
 

@@ -46,7 +46,8 @@ class _Link:
 
 
 class FaultProxy:
-    """Relays 127.0.0.1:`port` to `backends` ("host:port"); faults: `cut`, `drop_next_upstream`, `stall`."""
+    """Relays 127.0.0.1:`port` to `backends` ("host:port"); faults: `cut`, `drop_next_upstream`, `stall`,
+    `hold_upstream`."""
 
     def __init__(self, backends: str | Sequence[str], *, name: str = "proxy") -> None:
         self.name = name
@@ -58,6 +59,8 @@ class FaultProxy:
         self._links: set[_Link] = set()
         self._drop_upstream = False
         self._flowing: asyncio.Event | None = None  # set: bytes from backends reach clients
+        self._upstream_flowing: asyncio.Event | None = None  # set: bytes from clients reach backends
+        self.held_chunks = 0  # chunks from clients waiting while held
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fault-proxy {name}", daemon=True)
         self._server: asyncio.Server | None = None
@@ -112,21 +115,29 @@ class FaultProxy:
     def resume(self) -> None:
         self._loop.call_soon_threadsafe(self._set_flowing, True)
 
+    def hold_upstream(self) -> None:
+        """Keep what clients send from the backends, in order, until release_upstream(): the server sees those
+        writes late, after anything other clients send meanwhile."""
+        self._loop.call_soon_threadsafe(self._set_upstream, False)
+
+    def release_upstream(self) -> None:
+        self._loop.call_soon_threadsafe(self._set_upstream, True)
+
     # -- inside the proxy's loop ----------------------------------------------------------------------------
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)
 
     def _set_flowing(self, flowing: bool) -> None:
-        assert self._flowing is not None
-        if flowing:
-            self._flowing.set()
-        else:
-            self._flowing.clear()
+        _switch(self._flowing, flowing)
+
+    def _set_upstream(self, flowing: bool) -> None:
+        _switch(self._upstream_flowing, flowing)
 
     async def _start(self) -> None:
-        self._flowing = asyncio.Event()
+        self._flowing, self._upstream_flowing = asyncio.Event(), asyncio.Event()
         self._flowing.set()
+        self._upstream_flowing.set()
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -171,12 +182,13 @@ class FaultProxy:
 
     async def _relay(self, link: _Link, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *,
                      upstream: bool) -> None:
-        flowing = self._flowing
+        flowing = self._flowing if not upstream else self._upstream_flowing
         assert flowing is not None
         try:
             while data := await source.read(CHUNK):
-                if not upstream:
-                    await flowing.wait()  # holding the chunk, reading no more: back-pressure on the backend
+                if not flowing.is_set():  # holding the chunk, reading no more: back-pressure on the sender
+                    self.held_chunks += upstream
+                    await flowing.wait()
                 if upstream and self._drop_upstream:
                     self._drop_upstream = False
                     logger.info("%s dropped %d bytes to %s and aborted the connection", self.name, len(data),
@@ -191,6 +203,14 @@ class FaultProxy:
         finally:
             _close_quietly(sink.close)
             self._links.discard(link)
+
+
+def _switch(event: asyncio.Event | None, on: bool) -> None:
+    assert event is not None
+    if on:
+        event.set()
+    else:
+        event.clear()
 
 
 def _close_quietly(close: Callable[[], None]) -> None:

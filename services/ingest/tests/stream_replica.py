@@ -10,6 +10,7 @@ table" compares typed values produced the same way.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ import psycopg
 from nats.js.api import DeliverPolicy
 
 from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, TableId
+from laredo_core.errors import ProtocolError
 from laredo_core.position import BASELINE_ORDINAL_BASE, ZERO, Position
 from laredo_core.stream.codec import decode_batch, typed_row
 from laredo_core.stream.naming import source_subject_filter, stream_name
@@ -51,7 +53,8 @@ async def read_stream(nats_url: str, prefix: str, source_id: str = "main") -> li
             while True:
                 msg = await sub.next_msg(timeout=10)
                 seq = msg.metadata.sequence.stream
-                messages.append(StreamMessage(seq, msg.subject, dict(msg.headers or {}), decode_batch(msg.data)))
+                with contextlib.suppress(ProtocolError):  # another client's bytes: consumers dead-letter them
+                    messages.append(StreamMessage(seq, msg.subject, dict(msg.headers or {}), decode_batch(msg.data)))
                 if seq >= last:
                     return messages
         finally:

@@ -48,6 +48,8 @@ class PublisherHarness:
     stored: Callable[[], Awaitable[list[Stored]]]
     #: The same batch made to be rejected by the stream (as a 503 during a leader change would).
     rejected: Callable[[OutboundBatch], OutboundBatch]
+    #: Another client writes bytes that are no change batch to a subject of the source's stream.
+    foreign: Callable[[str], Awaitable[None]]
 
 
 @pytest.fixture(params=["memory", pytest.param("nats", marks=pytest.mark.integration)])
@@ -65,7 +67,10 @@ async def harness(request: pytest.FixtureRequest, unique_name: str) -> AsyncIter
             fake.fail_next = 1  # the next message published: this one
             return b
 
-        yield PublisherHarness(fake, spec, unique_name, stored_in_memory, rejected_in_memory)
+        async def foreign_in_memory(_subject: str) -> None:
+            fake.foreign_next = True  # it takes the place of the next message published
+
+        yield PublisherHarness(fake, spec, unique_name, stored_in_memory, rejected_in_memory, foreign_in_memory)
         return
     url = request.getfixturevalue("nats_url")
     connection = NatsConnection([url])
@@ -74,12 +79,15 @@ async def harness(request: pytest.FixtureRequest, unique_name: str) -> AsyncIter
     js = reader.jetstream()
 
     async def stored_in_nats() -> list[Stored]:
+        """The messages ingest stored (another client's, without a message id, are left out)."""
         info = await js.stream_info(spec.name)
         result = []
         for seq in range(info.state.first_seq, info.state.last_seq + 1):
             raw = await js.get_msg(spec.name, seq)
-            batch = decode_batch(raw.data or b"")
             headers = raw.headers or {}
+            if HEADER_MSG_ID not in headers:
+                continue  # another client's message
+            batch = decode_batch(raw.data or b"")
             result.append((headers[HEADER_MSG_ID], batch.kind, batch.commit_lsn, batch.end_lsn, len(batch.changes),
                            headers.get("traceparent", "")))
         return result
@@ -87,7 +95,10 @@ async def harness(request: pytest.FixtureRequest, unique_name: str) -> AsyncIter
     def rejected_by_nats(b: OutboundBatch) -> OutboundBatch:
         return dataclasses.replace(b, subject=f"{unique_name}-nowhere.x")  # no stream: 503 no responders
 
-    yield PublisherHarness(publisher, spec, unique_name, stored_in_nats, rejected_by_nats)
+    async def foreign_in_nats(subject: str) -> None:
+        await js.publish(subject, b"\xff\x00 foreign bytes")
+
+    yield PublisherHarness(publisher, spec, unique_name, stored_in_nats, rejected_by_nats, foreign_in_nats)
     await publisher.close()
     await connection.close()
     await reader.close()
@@ -302,32 +313,79 @@ async def test_nats_foreign_bytes_at_the_end_of_the_stream_do_not_stop_a_session
     await connection.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a message not published by ingest (corrupt bytes written to a table subject) takes the sequence ingest "
-    "predicted for its next message: that message is refused, but the one after it finds the predicted last "
-    "sequence and is stored, ahead of its refused predecessor (consumers then skip the predecessor as a "
-    "position regression, loudly, and diverge until a new baseline)"))
-async def test_a_foreign_message_does_not_let_a_later_message_overtake_a_refused_one(
-        harness: PublisherHarness, request: pytest.FixtureRequest) -> None:
-    if isinstance(harness.publisher, InMemoryChangePublisher):
-        pytest.skip("the fake has no other writers")
+async def test_a_message_stored_ahead_of_a_refused_one_is_reported_to_the_next_session(
+        harness: PublisherHarness) -> None:
+    """Another client's message takes the sequence predicted for ingest's next message: that one is refused,
+    but its successor, already sent, names that sequence and is stored ahead of it (JetStream cannot tell).
+    The next session must say so instead of re-sending the refused change behind it."""
     await harness.publisher.ensure_stream(harness.spec)
     acks = Acks()
     batches = [batch(harness.prefix, 0x3000 + i * 0x100, end_lsn=0x3000 + i * 0x100 + 0x80) for i in range(3)]
     await harness.publisher.publish(batches[0], acks.callback("0"))  # careful start: stored, pipelining begins
     await eventually(lambda: "0" in acks.results, what="the first message stored")
-    writer = await nats.connect(request.getfixturevalue("nats_url"))
-    try:
-        js = writer.jetstream()
-        await js.publish(batches[0].subject, b"\xff\x00 foreign bytes")
-        for i, b in enumerate(batches[1:], start=1):
-            await harness.publisher.publish(b, acks.callback(str(i)))
-        await eventually(lambda: len(acks.results) == 3, what="every message answered")
-        info = await js.stream_info(harness.spec.name)
-        ids = [((await js.get_msg(harness.spec.name, seq)).headers or {}).get(HEADER_MSG_ID, "foreign")
-               for seq in range(info.state.first_seq, info.state.last_seq + 1)]
-    finally:
-        await writer.close()
+    await harness.foreign(batches[0].subject)
+    for i, b in enumerate(batches[1:], start=1):
+        await harness.publisher.publish(b, acks.callback(str(i)))
+    await eventually(lambda: len(acks.results) == 3, what="every message answered")
     assert isinstance(acks.results["1"][0], IngestError)  # refused: the foreign message took its place
-    # nothing published after a refused message may be stored before it
-    assert batches[2].msg_id not in ids or batches[1].msg_id in ids[:ids.index(batches[2].msg_id)], ids
+    assert acks.results["2"] == [None]
+    assert [s[0] for s in await harness.stored()] == [batches[0].msg_id, batches[2].msg_id]
+
+    tail = await harness.publisher.ensure_stream(harness.spec)
+    assert tail is not None and tail.commit_lsn == batches[2].commit_lsn
+    assert batches[1].msg_id in tail.disorder and batches[2].msg_id in tail.disorder, tail.disorder
+    assert "new baseline" in tail.disorder
+    again = await harness.publisher.ensure_stream(harness.spec)  # reported once: ingest baselines after it
+    assert again is not None and again.disorder == ""
+
+
+async def test_a_failed_message_whose_successors_were_refused_is_no_disorder(harness: PublisherHarness) -> None:
+    """The usual failure: a message rejected, those sent after it refused; the next session resumes normally."""
+    await harness.publisher.ensure_stream(harness.spec)
+    acks = Acks()
+    batches = [batch(harness.prefix, 0x5000 + i * 0x100, end_lsn=0x5000 + i * 0x100 + 0x80) for i in range(4)]
+    await harness.publisher.publish(batches[0], acks.callback("0"))
+    await eventually(lambda: "0" in acks.results, what="the first message stored")
+    await harness.publisher.publish(harness.rejected(batches[1]), acks.callback("1"))
+    for i in (2, 3):
+        await harness.publisher.publish(batches[i], acks.callback(str(i)))
+    await eventually(lambda: len(acks.results) == 4, what="every message answered")
+    assert all(isinstance(acks.results[str(i)][0], IngestError) for i in (1, 2, 3)), acks.results
+    tail = await harness.publisher.ensure_stream(harness.spec)
+    assert tail is not None and tail.disorder == "" and tail.commit_lsn == batches[0].commit_lsn
+
+
+async def test_nats_a_change_stored_ahead_is_found_after_a_restart_too(nats_url: str, unique_name: str) -> None:
+    """The process that saw the refusal is gone: the next one re-sends the lost change, which is stored anew,
+    then its successor, which JetStream acknowledges as a duplicate of a message stored before: the same
+    disorder, found one session late, and reported to the session after it."""
+    spec = StreamSpec(stream_name(unique_name, "src"), (source_subject_filter(unique_name, "src"),), 120.0, 0.0, -1, 1)
+    batches = [batch(unique_name, 0x7000 + i * 0x100, end_lsn=0x7000 + i * 0x100 + 0x80) for i in range(3)]
+    gone = NatsConnection([nats_url])
+    first = NatsChangePublisher(gone, max_pending=4, ack_timeout=5.0)
+    await first.ensure_stream(spec)
+    acks = Acks()
+    await first.publish(batches[0], acks.callback("0"))
+    other = await nats.connect(nats_url)
+    await other.jetstream().publish(batches[0].subject, b"\xff\x00 foreign bytes")
+    await other.close()
+    for i in (1, 2):
+        await first.publish(batches[i], acks.callback(str(i)))
+    await eventually(lambda: len(acks.results) == 3, what="every message answered")
+    assert isinstance(acks.results["1"][0], IngestError) and acks.results["2"] == [None]
+    await first.close()  # gone without starting another session
+    await gone.close()
+
+    connection = NatsConnection([nats_url])
+    restarted = NatsChangePublisher(connection, max_pending=4, ack_timeout=5.0)
+    tail = await restarted.ensure_stream(spec)
+    assert tail is not None and tail.disorder == ""  # nothing tells this one yet
+    again = Acks()
+    for i in (1, 2):  # the slot re-sends from the lost change on
+        await restarted.publish(batches[i], again.callback(str(i)))
+    await eventually(lambda: len(again.results) == 2, what="both answered")
+    assert again.results["1"] == [None] and isinstance(again.results["2"][0], IngestError)
+    tail = await restarted.ensure_stream(spec)
+    assert tail is not None and batches[2].msg_id in tail.disorder and "new baseline" in tail.disorder
+    await restarted.close()
+    await connection.close()

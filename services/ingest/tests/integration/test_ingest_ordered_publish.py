@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 from urllib.parse import urlsplit
 
+import nats
 import psycopg
 import pytest
 
@@ -67,6 +68,49 @@ async def test_a_publish_lost_on_the_wire_is_never_overtaken(pg_dsn, ingest_sett
         await assert_replica_equals_table(nats_url, unique_name, pg_dsn, ITEMS)
         assert app.status.restarts >= 1, "the lost publish failed the session, which started again"
         await running.stop_cleanly()
+
+
+async def test_a_change_stored_ahead_of_a_lost_one_is_replaced_by_a_new_baseline(
+        pg_dsn, ingest_settings, make_app, start_app, nats_url, unique_name) -> None:
+    """Another client writes to the stream while ingest's next two transactions are on their way: its message
+    takes the sequence the first one names for itself, so that one is refused and the second is stored ahead
+    of it. Ingest finds that at its next start and takes a new baseline (RESYNC_REQUIRED first) instead of
+    re-sending the first behind the second, which every consumer would skip as a replay."""
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        await conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
+        await conn.execute("INSERT INTO items SELECT i, 'row ' || i FROM generate_series(1, 10) i")
+    with FaultProxy(urlsplit(nats_url).netloc, name="ingest-to-nats") as proxy:
+        app = make_app(ingest_settings(nats=f"nats://{proxy.address}"), ack_timeout=10.0)
+        running = start_app(app)
+        await eventually(lambda: app.status.ready, timeout=30, what="baseline done")
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute("INSERT INTO items VALUES (100, 'stored')")
+            await eventually(lambda: _has_item(nats_url, unique_name, 100), what="a transaction stored")
+            changes = app.status.changes
+            proxy.hold_upstream()
+            await conn.execute("INSERT INTO items VALUES (101, 'lost')")
+            await conn.execute("INSERT INTO items VALUES (102, 'ahead')")
+            await eventually(lambda: app.status.changes == changes + 2 and proxy.held_chunks >= 1,
+                             what="both transactions sent, held on the way")
+            await asyncio.sleep(0.2)  # ingest's writes leave within a millisecond
+        writer = await nats.connect(nats_url)
+        await writer.jetstream().publish(table_subject(unique_name, "main", ITEMS), b"\xff\x00 not a batch")
+        await writer.close()
+        proxy.release_upstream()
+        await eventually(lambda: _resyncs(nats_url, unique_name), timeout=60, what="a RESYNC_REQUIRED")
+        [resync] = await _resyncs(nats_url, unique_name)
+        assert "did not publish" in resync.reason and "new baseline" in resync.reason, resync.reason
+        await eventually(lambda: app.status.ready, timeout=30, what="the new baseline done")
+        messages = await read_stream(nats_url, unique_name)
+        lost = [m for m in messages if m.batch.kind is BatchKind.TRANSACTION
+                and any(c.new and c.new.get("id") == 101 for c in m.batch.changes)]
+        assert not lost, "the lost transaction was re-sent behind its successor"
+        await assert_replica_equals_table(nats_url, unique_name, pg_dsn, ITEMS)
+        await running.stop_cleanly()
+
+
+async def _resyncs(nats_url: str, prefix: str) -> list:
+    return [m.batch for m in await read_stream(nats_url, prefix) if m.batch.kind is BatchKind.RESYNC_REQUIRED]
 
 
 async def _has_item(nats_url: str, prefix: str, item_id: int) -> bool:

@@ -11,6 +11,7 @@ import pytest
 from laredo_core.changes import BatchKind, ColumnInfo, TableId
 from laredo_core.errors import LaredoError
 from laredo_core.position import BASELINE_ORDINAL_BASE
+from laredo_core.tuples import decode_tuple_exact
 
 from laredo_ingest.adapters.memory import (
     InMemoryChangePublisher,
@@ -315,3 +316,27 @@ async def test_a_source_whose_wal_started_again_lower_is_baselined_in_a_new_epoc
     assert {m.epoch for m in new} == {1} and world.state.states["main"].epoch == 1
     assert new[0].batch.kind is BatchKind.RESYNC_REQUIRED and "started again lower" in new[0].batch.reason
     assert new[1].batch.commit_lsn < world.publisher.stored[before - 1].batch.commit_lsn  # lower, yet later
+
+
+async def test_a_change_stored_ahead_of_a_lost_one_is_replaced_by_a_new_baseline(world: World, running) -> None:
+    """Another client's message took the place of a change whose successor, already sent, was stored ahead of
+    it: ingest does not re-send the lost change behind its successor (consumers would skip it as a replay) but
+    takes a new baseline after a RESYNC_REQUIRED that says why."""
+    service, stop, task = running
+    await eventually(lambda: service.status.phase is IngestPhase.STREAMING, what="streaming")
+    world.publisher.hold_acks = True
+    world.publisher.foreign_next = True
+    for i, name in ((4, "lost"), (5, "ahead")):
+        world.source.rows[USERS.table].append([str(i).encode(), name.encode()])  # what a snapshot reads
+        world.source.commit([WalBuilder.relation(USERS), ins(i, name)])
+    await eventually(lambda: len(world.batches(BatchKind.TRANSACTION)) == 1, what="the later change stored")
+    world.publisher.hold_acks = False
+    world.publisher.release_acks()
+    await eventually(lambda: len(world.batches(BatchKind.BASELINE_END)) == 2, what="a new baseline")
+    [resync] = world.batches(BatchKind.RESYNC_REQUIRED)
+    assert "ingest did not publish" in resync.reason and "new baseline" in resync.reason
+    [ahead] = world.batches(BatchKind.TRANSACTION)  # the lost change was not re-sent behind it
+    after = world.batches()[world.batches().index(resync):]
+    rows = {decode_tuple_exact(c.new_tuple)[0] for b in after if b.kind is BatchKind.BASELINE_ROWS for c in b.changes}
+    assert rows == {b"1", b"2", b"3", b"4", b"5"}
+    await eventually(lambda: service.status.ready, what="streaming again")

@@ -22,6 +22,7 @@ from laredo_ingest.adapters.memory_source import (
 )
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError, PublishFailed, StateStoreUnavailable
+from laredo_ingest.domain.publish_order import Overtaken
 from laredo_ingest.domain.start_plan import IngestState, StreamTail
 from laredo_ingest.ports import AckCallback, StreamSpec
 
@@ -45,7 +46,9 @@ class InMemoryChangePublisher:
     later message that is not a duplicate is refused too, until ensure_stream() starts a new session.
 
     Faults: `fail_msg_ids` (rejected), `fail_next` (the next n messages are rejected), `hold_acks` (acks wait
-    for release_acks(), in any order you pick), `ack_delay` seconds before each ack.
+    for release_acks(), in any order you pick), `ack_delay` seconds before each ack, `foreign_next` (a message
+    another client writes takes the place of the next one, which is refused while later ones are stored, as
+    JetStream does with pipelined messages: the next ensure_stream() reports the disorder).
     """
 
     def __init__(self, *, max_pending: int = 4000) -> None:
@@ -56,6 +59,9 @@ class InMemoryChangePublisher:
         self.fail_next = 0
         self.hold_acks = False
         self.ack_delay = 0.0
+        self.foreign_next = False
+        self._overtaken: tuple[int, str] | None = None  # (sequence, msg id) of the message a foreign one replaced
+        self._disorder = ""
         self._held: list[tuple[AckCallback, IngestError | None]] = []
         self._ids: set[str] = set()
         self._broken_after = ""  # the rejected message every later one of this session follows
@@ -67,11 +73,12 @@ class InMemoryChangePublisher:
 
     async def ensure_stream(self, spec: StreamSpec) -> StreamTail | None:
         self.spec = spec
-        self._broken_after = ""
+        self._broken_after, self._overtaken = "", None
+        disorder, self._disorder = self._disorder, ""
         if not self.stored:
-            return None
+            return StreamTail(0, 0, 0, disorder) if disorder else None
         last = self.stored[-1]
-        return StreamTail(len(self.stored), last.epoch, last.batch.commit_lsn)
+        return StreamTail(len(self.stored), last.epoch, last.batch.commit_lsn, disorder)
 
     def use_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -94,9 +101,16 @@ class InMemoryChangePublisher:
         elif self._broken_after:
             error = PublishFailed(f"JetStream refused {batch.msg_id}: {self._broken_after}, published before "
                                   "it, is not stored")
+        elif self.foreign_next:
+            self.foreign_next = False
+            self._overtaken = (len(self.stored) + 1, msg_id)
+            error = PublishFailed(f"JetStream refused {batch.msg_id}: another client's message took its place")
         else:
             self._ids.add(msg_id)
             self.stored.append(PublishedMessage(batch, dict(trace_headers or {}), self.epoch))
+            if self._overtaken is not None and not self._disorder:
+                self._disorder = Overtaken(self._overtaken[0], self._overtaken[1], "", len(self.stored) + 1,
+                                           msg_id).reason()
         if self.hold_acks:
             self._held.append((on_ack, error))
         else:

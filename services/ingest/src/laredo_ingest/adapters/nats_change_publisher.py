@@ -13,24 +13,34 @@ last sequence; from there messages are pipelined, each naming the sequence its p
 (Nats-Expected-Last-Sequence). JetStream refuses a message whose predecessor was lost on the wire or refused (a
 503 during a leader election, a dropped connection whose later frames nats-py re-sends after reconnecting), so
 nothing after a hole is stored; the refusal fails the session and the next one starts again from the slot's
-confirmed position. Expected sequences rather than expected message ids: a cluster checks the sequence before
-it replicates a message, but a message id only while applying it on every replica, where a mismatch stops the
-stream (nats-server logs "critical write error"); and a single server checks the sequence before duplicates,
-which is why duplicates are sent carefully, one at a time, with no expectation.
+confirmed position. Once a message of a session fails, later ones of it are not even sent. Expected sequences
+rather than expected message ids: a cluster checks the sequence before it replicates a message, but a message
+id only while applying it on every replica, where a mismatch stops the stream (nats-server logs "critical
+write error"); and a single server checks the sequence before duplicates, which is why duplicates are sent
+carefully, one at a time, with no expectation.
+
+A hole the chaining cannot see: a message another client writes to the source's subjects takes the sequence
+predicted for ingest's next message, which is refused, while its already sent successor names that sequence
+and is stored. So the next session first reads what the stream holds from the first sequence whose message
+failed; if one of ingest's messages follows one it did not predict (domain.publish_order), the stream tail it
+returns says so (StreamTail.disorder), and ingest takes a new baseline instead of re-sending the lost message
+behind its successor. A pipelined message acknowledged as a duplicate of one stored before the session's first
+new message is the same disorder, found one session late (after a restart that lost the first finding).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
-import json
 import logging
 from collections.abc import Mapping
 
 import nats.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from laredo_core.position import format_lsn
@@ -48,23 +58,26 @@ from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_fast_publish import FastPublisher, intercept_replies, sanitize
+from laredo_ingest.adapters.nats_publish_replies import AllAcked, ack_error, pub_ack, reply_error
 from laredo_ingest.adapters.nats_stream_setup import (
+    TAIL_SEARCH,
     UNANSWERED,
     ensure_change_stream,
     ensure_dead_letter_stream,
+    read_msg_ids,
     read_tail,
 )
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError, PublishFailed, StreamSetupFailed
+from laredo_ingest.domain.publish_order import find_overtaken
 from laredo_ingest.domain.start_plan import StreamTail
 from laredo_ingest.ports import AckCallback, StreamSpec
 
 log = logging.getLogger(__name__)
 
-_Pending = tuple[AckCallback, float, str]  # on_ack, ack deadline (loop time), msg id
-
-#: JetStream's error code for a message whose expected predecessor is not the stream's last message.
-_WRONG_LAST_SEQUENCE = 10071
+_Pending = tuple[AckCallback, float, str, int]  # on_ack, ack deadline (loop time), msg id, slot
+#: `slot` of a pending message: the stream sequence predicted for a chained change message; else one of these.
+_CAREFUL, _DEAD_LETTER = 0, -1
 
 
 class NatsChangePublisher:
@@ -78,6 +91,7 @@ class NatsChangePublisher:
         self._dead_letters = dead_letters
         self._dead_letter_stream = dead_letter_stream
         self._ack_timeout = ack_timeout
+        self._max_pending = max_pending
         self._window = asyncio.Semaphore(max_pending)
         self._pending: dict[str, _Pending] = {}
         self._tokens = itertools.count()
@@ -91,6 +105,11 @@ class NatsChangePublisher:
         self._trace_source: Mapping[str, str] | None = None
         self._trace_lines = ""
         self._stored_last: int | None = None  # the sequence the previous message takes; None: careful start
+        self._predicted: dict[int, str] = {}  # slot -> msg id, from the oldest unacknowledged chained message
+        self._first_failed: int | None = None  # the lowest slot whose message failed in this session
+        self._failed: IngestError | None = None  # a change message of this session failed: send no more
+        self._disorder = ""  # found by a duplicate ack: the stream holds a later change ahead of an earlier one
+        self._first_new: int | None = None  # the sequence of the session's first message stored anew
         self._probes: dict[str, asyncio.Future[tuple[int, bool] | None]] = {}  # token -> (seq, duplicate)
         self._epoch = 0
 
@@ -107,8 +126,23 @@ class NatsChangePublisher:
         # The next message must follow the stream's last one: whatever an earlier session left in flight has
         # failed (a late arrival of it makes the first new message fail, and the session start again).
         self._fail_all("a new publishing session started")
-        self._stored_last = None
-        return await read_tail(js, spec.name)
+        disorder = self._disorder or await self._check_order(js, spec)
+        tail = await read_tail(js, spec.name)
+        self._stored_last = self._first_failed = self._failed = self._first_new = None
+        self._disorder = ""
+        self._predicted.clear()
+        if not disorder:
+            return tail
+        log.error("JetStream stream %s: %s", spec.name, disorder)
+        return dataclasses.replace(tail, disorder=disorder) if tail else StreamTail(0, 0, 0, disorder)
+
+    async def _check_order(self, js: JetStreamContext, spec: StreamSpec) -> str:
+        """After a failed message: does the stream hold one of the session's later messages ahead of it?"""
+        if self._first_failed is None:
+            return ""
+        stored = await read_msg_ids(js, spec, self._first_failed, len(self._predicted) + TAIL_SEARCH)
+        overtaken = find_overtaken(self._predicted, stored)
+        return overtaken.reason() if overtaken else ""
 
     def use_epoch(self, epoch: int) -> None:
         self._epoch = epoch
@@ -118,15 +152,27 @@ class NatsChangePublisher:
         if self._dead_letters is not None and batch.dead_letter:
             await self._publish_dead_letters(batch, on_ack)
             return
+        if self._failed is not None:
+            on_ack(self._failed)
+            return
         msg_id, payload = epoch_msg_id(batch.msg_id, self._epoch), encode_batch(batch, self._epoch)
         if self._stored_last is None:
             await self._publish_carefully(batch, msg_id, payload, on_ack, trace_headers)
             return
         expected = f"{HEADER_EXPECTED_LAST_SEQUENCE}: {self._stored_last}\r\n"
         # The prediction moves on even if this message never leaves: a successor must not be stored without it.
-        self._stored_last += 1
+        self._stored_last = slot = self._stored_last + 1
+        self._predicted[slot] = msg_id
+        if len(self._predicted) > 2 * self._max_pending and self._first_failed is None:
+            self._forget_settled()
         await self._send(batch.subject, msg_id, self._headers(batch, msg_id, expected, trace_headers), payload,
-                         on_ack)
+                         on_ack, slot=slot)
+
+    def _forget_settled(self) -> None:
+        """Drop the predictions older than the oldest unacknowledged chained message (all stored in order)."""
+        oldest = next((entry[3] for entry in self._pending.values() if entry[3] > 0), self._stored_last or 0)
+        for slot in list(itertools.takewhile(lambda s: s < oldest, self._predicted)):
+            del self._predicted[slot]
 
     async def _publish_carefully(self, batch: OutboundBatch, msg_id: str, payload: bytes, on_ack: AckCallback,
                                  trace_headers: Mapping[str, str] | None) -> None:
@@ -136,7 +182,7 @@ class NatsChangePublisher:
                          probe=answer)
         ack = await answer
         if ack is not None and not ack[1]:
-            self._stored_last = ack[0]  # stored anew: the duplicates are behind, pipelining starts
+            self._stored_last = self._first_new = ack[0]  # stored anew: duplicates are behind, pipelining starts
 
     async def _publish_dead_letters(self, batch: OutboundBatch, on_ack: AckCallback) -> None:
         """One dead letter per change and pipeline; `on_ack` once all of them are stored (or the first fails)."""
@@ -145,19 +191,19 @@ class NatsChangePublisher:
         if not messages:
             on_ack(None)  # nothing of it is kept (baseline begin/end of such a table): done at once
             return
-        all_acked = _AllAcked(len(messages), on_ack)
+        all_acked = AllAcked(len(messages), on_ack)
         for subject, msg_id, payload in messages:
             headers = f"NATS/1.0\r\n{HEADER_MSG_ID}: {sanitize(msg_id)}\r\n\r\n".encode()
-            await self._send(subject, msg_id, headers, payload, all_acked.one)
+            await self._send(subject, msg_id, headers, payload, all_acked.one, slot=_DEAD_LETTER)
 
     async def _send(self, subject: str, msg_id: str, headers: bytes, payload: bytes, on_ack: AckCallback, *,
-                    probe: asyncio.Future[tuple[int, bool] | None] | None = None) -> None:
+                    probe: asyncio.Future[tuple[int, bool] | None] | None = None, slot: int = _CAREFUL) -> None:
         """probe: resolved with (stream sequence, duplicate) of the ack, or None when the message failed."""
         await self._window.acquire()
         token = str(next(self._tokens))
         if probe is not None:
             self._probes[token] = probe
-        self._pending[token] = (on_ack, asyncio.get_running_loop().time() + self._ack_timeout, msg_id)
+        self._pending[token] = (on_ack, asyncio.get_running_loop().time() + self._ack_timeout, msg_id, slot)
         self._idle.clear()
         try:
             sender = self._sender
@@ -221,16 +267,30 @@ class NatsChangePublisher:
         token = subject[self._inbox_prefix:].decode()
         entry = self._pending.get(token)
         if entry is not None:
-            error = _reply_error(data, entry[2]) if b'"error"' in data else None
-            self._complete(token, error, _pub_ack(data) if error is None and token in self._probes else None)
+            error = reply_error(data, entry[2]) if b'"error"' in data else self._stored_ahead(entry, data)
+            self._complete(token, error, pub_ack(data) if error is None and token in self._probes else None)
 
     async def _on_reply(self, msg: Msg) -> None:
         token = msg.subject[len(self._inbox) + 1:]
         entry = self._pending.get(token)
         if entry is None:
             return  # already timed out
-        error = _ack_error(msg, entry[2])
-        self._complete(token, error, _pub_ack(msg.data) if error is None and token in self._probes else None)
+        error = ack_error(msg, entry[2]) or self._stored_ahead(entry, msg.data)
+        self._complete(token, error, pub_ack(msg.data) if error is None and token in self._probes else None)
+
+    def _stored_ahead(self, entry: _Pending, data: bytes) -> IngestError | None:
+        """A chained message acknowledged as a duplicate of one stored before the session's first new message
+        (by an earlier session) is stored ahead of the earlier changes this session just stored."""
+        if entry[3] <= 0 or b'"duplicate"' not in data:
+            return None
+        ack = pub_ack(data)
+        if ack is None or self._first_new is None or ack[0] >= self._first_new:
+            return None  # sent twice in this session: acknowledged, stored once
+        self._disorder = (f"the change stream holds {entry[2]} at sequence {ack[0]}, ahead of the earlier changes "
+                          f"ingest stored from sequence {self._first_new} on (a message ingest did not publish "
+                          "took the place of one of its own in an earlier session); a new baseline replaces what "
+                          "consumers hold (keep other clients from publishing to the source's subjects)")
+        return PublishFailed(self._disorder)
 
     def _complete(self, token: str, error: IngestError | None, ack: tuple[int, bool] | None = None) -> None:
         entry = self._pending.pop(token, None)
@@ -239,6 +299,11 @@ class NatsChangePublisher:
         probe = self._probes.pop(token, None)
         if probe is not None and not probe.done():
             probe.set_result(ack)
+        if error is not None and entry[3] != _DEAD_LETTER:
+            self._failed = self._failed or PublishFailed(
+                f"not sent: {entry[2]}, published before it, failed ({error}); publishing starts again")
+            if entry[3] > 0 and (self._first_failed is None or entry[3] < self._first_failed):
+                self._first_failed = entry[3]
         self._window.release()
         if not self._pending:
             self._idle.set()
@@ -248,7 +313,7 @@ class NatsChangePublisher:
         """Fail everything in flight once the oldest message is overdue: the session restarts anyway."""
         loop = asyncio.get_running_loop()
         while self._pending:
-            _, deadline, msg_id = next(iter(self._pending.values()))
+            _, deadline, msg_id, _ = next(iter(self._pending.values()))
             if loop.time() >= deadline:
                 self._fail_all(f"no acknowledgement from JetStream for {msg_id} within {self._ack_timeout:g}s; "
                                "check the NATS server and the stream")
@@ -258,52 +323,3 @@ class NatsChangePublisher:
     def _fail_all(self, reason: str) -> None:
         for token in list(self._pending):
             self._complete(token, PublishFailed(reason))
-
-
-class _AllAcked:
-    """Calls `on_ack` once: with None when all `count` messages are stored, or with the first error."""
-
-    def __init__(self, count: int, on_ack: AckCallback) -> None:
-        self._left = count
-        self._on_ack: AckCallback | None = on_ack
-
-    def one(self, error: IngestError | None) -> None:
-        if self._on_ack is None:
-            return
-        self._left -= 1
-        if error is not None or self._left == 0:
-            on_ack, self._on_ack = self._on_ack, None
-            on_ack(error)
-
-
-def _pub_ack(data: bytes) -> tuple[int, bool] | None:
-    """(sequence, duplicate) of a PubAck; None when it is not one."""
-    try:
-        ack = json.loads(data)
-        return int(ack["seq"]), bool(ack.get("duplicate"))
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def _ack_error(msg: Msg, msg_id: str) -> IngestError | None:
-    if msg.headers and msg.headers.get("Status") == "503":
-        return PublishFailed(f"no JetStream server stored {msg_id} (no responders): the stream's replicas are "
-                             "electing a leader, or the stream was deleted; publishing starts again")
-    if b'"error"' not in msg.data:
-        return None
-    return _reply_error(msg.data, msg_id)
-
-
-def _reply_error(data: bytes, msg_id: str) -> IngestError:
-    try:
-        error = json.loads(data).get("error", {})
-    except ValueError:
-        return PublishFailed(f"unreadable JetStream reply for {msg_id}: {data[:200]!r}")
-    code = error.get("err_code")
-    if code == _WRONG_LAST_SEQUENCE:
-        return PublishFailed(f"JetStream refused {msg_id} because the message published before it is not the "
-                             f"stream's last ({error.get('description', error)}): it was lost or rejected, so "
-                             "nothing after it is stored; publishing starts again from the first unacknowledged "
-                             "change")
-    return PublishFailed(f"JetStream rejected {msg_id}: {error.get('description', error)} "
-                         f"(code {code if code is not None else '?'})")

@@ -8,10 +8,11 @@ import logging
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import StorageType, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
 from laredo_core.errors import ProtocolError
 from laredo_core.stream.codec import decode_batch
+from laredo_core.stream.naming import HEADER_MSG_ID
 
 from laredo_ingest.domain.errors import StreamSetupFailed
 from laredo_ingest.domain.start_plan import StreamTail
@@ -83,6 +84,34 @@ async def read_tail(js: JetStreamContext, name: str) -> StreamTail | None:
         raise StreamSetupFailed(f"cannot read the last message of JetStream stream {name} ({exc!r})",
                                 retryable=True) from exc
     return None
+
+
+async def read_msg_ids(js: JetStreamContext, spec: StreamSpec, first: int, count: int) -> list[tuple[int, str]]:
+    """(sequence, Nats-Msg-Id or "") of up to `count` of the stream's messages from sequence `first` on, read
+    through a short-lived consumer that delivers headers only (thousands take milliseconds, unlike one request
+    per message)."""
+    config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first,
+                            ack_policy=AckPolicy.NONE, headers_only=True, mem_storage=True,
+                            inactive_threshold=30.0, filter_subjects=list(spec.subjects))
+    found: list[tuple[int, str]] = []
+    try:
+        last = min((await js.stream_info(spec.name)).state.last_seq, first + count - 1)
+        if last < first:
+            return found
+        subscription = await js.pull_subscribe("", stream=spec.name, config=config)
+        try:
+            while not found or found[-1][0] < last:
+                try:
+                    msgs = await subscription.fetch(min(last - first + 1, 1000), timeout=5.0)
+                except nats.errors.TimeoutError:
+                    break  # the rest was deleted meanwhile (limits)
+                found.extend((m.metadata.sequence.stream, (m.headers or {}).get(HEADER_MSG_ID, "")) for m in msgs)
+        finally:
+            await subscription.unsubscribe()
+    except (nats.errors.Error, nats.js.errors.APIError) as exc:
+        raise StreamSetupFailed(f"cannot read messages from sequence {first} of JetStream stream {spec.name} to "
+                                f"check their order ({exc!r})", retryable=True) from exc
+    return [(sequence, msg_id) for sequence, msg_id in found if sequence <= last]
 
 
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:

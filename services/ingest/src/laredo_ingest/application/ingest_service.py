@@ -3,7 +3,8 @@
 Every attempt runs the whole start-up, so a lost connection, a failed publish or a crash all recover the
 same way: the slot (stateful) or a new baseline (ephemeral, or an unfinished baseline) decides where the
 stream continues, and JetStream drops whatever is published twice. When the slot of a completed baseline
-is gone or invalidated, downstream is told (RESYNC_REQUIRED) before the new baseline.
+is gone or invalidated, or the stream holds a change ahead of an earlier one that was lost (StreamTail.disorder),
+downstream is told (RESYNC_REQUIRED) before the new baseline.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ class IngestService:
         resync, epoch = plan.resync_reason, current_epoch(state, tail)
         if self._reset is not None:
             resync = self._reset.reason
+        elif tail is not None and tail.disorder:
+            resync = tail.disorder
         elif plan.kind is StartKind.RESUME and slot is not None and state is not None:
             resync = wal_behind_stream(tail, epoch, await db.current_wal_lsn())
             if not resync:

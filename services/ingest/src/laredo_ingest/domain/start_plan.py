@@ -62,6 +62,9 @@ class StreamTail:
     sequence: int
     epoch: int
     commit_lsn: int  # its transaction's commit LSN, or its baseline's snapshot LSN
+    #: Non-empty when the stream holds a change of ingest's ahead of an earlier one that was lost (a message
+    #: ingest did not publish took its place): the slot cannot repair that, a new baseline must replace it.
+    disorder: str = ""
 
 
 def current_epoch(state: IngestState | None, tail: StreamTail | None) -> int:
