@@ -19,13 +19,23 @@ import h2.settings
 @dataclass
 class StreamOutcome:
     headers: dict[str, str] = field(default_factory=dict)  # response headers and trailers
-    data: bytes = b""
+    data: bytearray = field(default_factory=bytearray)
     reset: int | None = None  # the RST_STREAM error code, when the server reset the stream
     ended: bool = False
+    _messages: list[bytes] = field(default_factory=list)
+    _parsed: int = 0  # bytes of `data` split into _messages so far
 
     @property
     def grpc_status(self) -> str | None:
         return self.headers.get("grpc-status")
+
+    def messages(self) -> list[bytes]:
+        """The whole gRPC messages received so far; each byte is split only once, however often this is asked
+        while megabytes arrive."""
+        new, used = _split_messages(self.data, self._parsed)
+        self._messages.extend(new)
+        self._parsed = used
+        return self._messages
 
 
 class RawH2:
@@ -175,13 +185,13 @@ def grpc_frame(message: bytes) -> bytes:
     return b"\x00" + len(message).to_bytes(4, "big") + message
 
 
-def grpc_messages(data: bytes) -> list[bytes]:
-    """The whole length-prefixed messages at the start of `data` (a partial last one is left out)."""
-    out, offset = [], 0
+def _split_messages(data: bytes | bytearray, offset: int) -> tuple[list[bytes], int]:
+    """The whole messages from `offset` on, and the offset after the last of them."""
+    out = []
     while offset + 5 <= len(data):
         length = int.from_bytes(data[offset + 1:offset + 5], "big")
         if offset + 5 + length > len(data):
             break
-        out.append(data[offset + 5:offset + 5 + length])
+        out.append(bytes(data[offset + 5:offset + 5 + length]))
         offset += 5 + length
-    return out
+    return out, offset
