@@ -170,7 +170,7 @@ async def publish(js: object, messages: list[bytes]) -> None:
 
 
 def _table_id():  # noqa: ANN202
-    from laredo_core.changes import TableId
+    from laredo_kernel.changes import TableId
 
     return TableId("public", TABLE)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.stream.codec import decode_batch
 from laredo_fanout.adapters.memory import ManualClock, SilentObserver
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder

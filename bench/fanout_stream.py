@@ -6,10 +6,10 @@ import time
 from collections.abc import Iterator
 
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.changes import ColumnInfo
-from laredo_core.position import BASELINE_ORDINAL_BASE
+from laredo_kernel.changes import ColumnInfo
+from laredo_kernel.position import BASELINE_ORDINAL_BASE
 from laredo_core.stream.codec import columns_to_proto
-from laredo_core.tuples import encode_tuple
+from laredo_kernel.tuples import encode_tuple
 
 TABLE = "bench_items"
 COLUMNS = (

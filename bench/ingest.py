@@ -30,7 +30,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from laredo_core.config import load_settings  # noqa: E402
-from laredo_core.position import parse_lsn  # noqa: E402
+from laredo_kernel.position import parse_lsn  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 
 from laredo_ingest.main import build  # noqa: E402

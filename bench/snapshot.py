@@ -36,14 +36,14 @@ import nats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from laredo.stream.v1 import change_stream_pb2 as spb  # noqa: E402
-from laredo_core.changes import ColumnInfo, TableId  # noqa: E402
-from laredo_core.position import BASELINE_ORDINAL_BASE  # noqa: E402
+from laredo_kernel.changes import ColumnInfo, TableId  # noqa: E402
+from laredo_kernel.position import BASELINE_ORDINAL_BASE  # noqa: E402
 from laredo_core.snapshots.config import StoreConfig  # noqa: E402
 from laredo_core.snapshots.factory import SnapshotStores  # noqa: E402
 from laredo_core.stream.codec import columns_to_proto  # noqa: E402
 from laredo_core.stream.nats_tail import NatsStreamTail  # noqa: E402
 from laredo_core.stream.naming import source_subject_filter, stream_name, table_subject  # noqa: E402
-from laredo_core.tuples import encode_tuple  # noqa: E402
+from laredo_kernel.tuples import encode_tuple  # noqa: E402
 from laredo_snapshot.adapters.memory import SilentObserver  # noqa: E402
 from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds  # noqa: E402
 from laredo_snapshot.adapters.pyspark_compactor import PysparkCompactor  # noqa: E402

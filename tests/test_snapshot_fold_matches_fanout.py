@@ -14,7 +14,7 @@ import pytest
 from services.snapshot.tests.fold_spec import FoldCase, by_keys, consistent_splits, fold_cases, sequential
 from services.snapshot.tests.snapshot_testkit import SOURCE, TABLE, canonical, decoded
 
-from laredo_core.changes import ChangeBatchInfo
+from laredo_kernel.changes import ChangeBatchInfo
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.stream.feed import FeedMessage
 from laredo_fanout.adapters.memory import ManualClock, SilentObserver

@@ -18,7 +18,7 @@ from pathlib import Path
 import nats
 import psycopg
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.naming import stream_name, table_subject
 from laredo_testing.eventually import eventually
 from laredo_testing.fault_proxy import FaultProxy

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo_client.client_replica import PositionKey, position_key
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 MAX_KEPT = 50  # violations kept per client, for the report (all are counted)
 

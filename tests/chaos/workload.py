@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from laredo_core.jsonvalue import row_to_json
+from laredo_kernel.jsonvalue import row_to_json
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def create_table(dsn: str, table: str, rnd: random.Random) -> None:
 
 
 def table_rows(dsn: str, table: str) -> dict[int, dict[str, Any]]:
-    """SELECT * with values as clients see them (laredo_core.jsonvalue), keyed by id."""
+    """SELECT * with values as clients see them (laredo_kernel.jsonvalue), keyed by id."""
     with psycopg.connect(dsn, options="-c TimeZone=UTC", connect_timeout=10) as conn:
         cur = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM {table}")
         return {r[0]: row_to_json(dict(zip(COLUMNS, r, strict=True))) for r in cur.fetchall()}

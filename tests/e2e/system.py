@@ -25,8 +25,8 @@ from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import oam_pb2_grpc, query_pb2, query_pb2_grpc
 from laredo_client.replica import SyncReplica
-from laredo_core.changes import TableId
-from laredo_core.jsonvalue import row_to_json
+from laredo_kernel.changes import TableId
+from laredo_kernel.jsonvalue import row_to_json
 from laredo_testing.servers import RedisServer
 
 from tests.e2e.harness import ServiceProcess, free_port, mixed_changes

@@ -19,7 +19,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import oam_pb2, query_pb2
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.naming import table_subject
 from laredo_testing.eventually import eventually
 

@@ -18,7 +18,7 @@ import pytest
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo.v1 import oam_pb2
 from laredo_client.replica import SyncReplica
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_testing.eventually import eventually
 from libs.cli.tests.cli_runner import run_subprocess

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from laredo_client.replica import SyncReplica
-from laredo_core.jsonvalue import row_to_json
-from laredo_core.position import parse_lsn
+from laredo_kernel.jsonvalue import row_to_json
+from laredo_kernel.position import parse_lsn
 from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, stream_name
 from laredo_testing.eventually import eventually
 

@@ -20,8 +20,8 @@ from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import oam_pb2, query_pb2
 from laredo_client import LaredoClient
-from laredo_core.changes import TableId
-from laredo_core.pgtext import SESSION_SETTINGS
+from laredo_kernel.changes import TableId
+from laredo_kernel.pgtext import SESSION_SETTINGS
 from laredo_testing.eventually import eventually
 
 from tests.e2e.system import System, SystemConfig, running_system

@@ -108,7 +108,7 @@ async def test_mutual_tls_needs_a_client_certificate(mtls_app: App, certs: dict[
 
 
 def test_tls_settings_name_what_is_wrong(tmp_path: Path) -> None:
-    from laredo_core.errors import ConfigError
+    from laredo_kernel.errors import ConfigError
 
     def problems(*sets: str) -> str:
         with pytest.raises(ConfigError) as error:

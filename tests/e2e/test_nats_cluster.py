@@ -22,8 +22,8 @@ import nats
 import psycopg
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
-from laredo_core.position import format_lsn, parse_lsn
+from laredo_kernel.changes import BatchKind, TableId
+from laredo_kernel.position import format_lsn, parse_lsn
 from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, stream_name
 from laredo_testing.eventually import eventually
 from laredo_testing.nats_cluster import NatsCluster

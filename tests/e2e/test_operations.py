@@ -22,8 +22,8 @@ from google.protobuf.json_format import MessageToDict
 from laredo.v1 import oam_pb2, query_pb2
 from laredo_client.replica import SyncReplica
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.position import parse_lsn
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.position import parse_lsn
 from laredo_core.stream.naming import stream_name, table_subject
 from laredo_testing.eventually import eventually
 from laredo_testing.stream import tuple_of

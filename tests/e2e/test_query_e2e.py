@@ -23,7 +23,7 @@ from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import query_pb2 as pb
 from laredo.v1 import query_pb2_grpc
-from laredo_core.jsonvalue import row_to_json
+from laredo_kernel.jsonvalue import row_to_json
 from laredo_testing.eventually import eventually
 
 from tests.e2e.harness import ServiceProcess, free_port

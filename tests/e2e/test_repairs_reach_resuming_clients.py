@@ -19,7 +19,7 @@ import pytest
 
 from laredo.v1 import oam_pb2
 from laredo_client import LaredoClient
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.nats_store import NatsDeadLetterStore
 from laredo_testing.eventually import eventually

@@ -24,7 +24,7 @@ from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import oam_pb2
 from laredo_client.replica import SyncReplica
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_testing.eventually import eventually
 
 from tests.e2e.harness import create_table, mixed_changes

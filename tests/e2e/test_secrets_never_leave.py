@@ -28,7 +28,7 @@ from google.protobuf.json_format import MessageToJson
 
 from laredo.replication.v1 import replication_pb2, replication_pb2_grpc
 from laredo.v1 import oam_pb2, oam_pb2_grpc
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_testing.eventually import eventually
 from laredo_testing.servers import LOOPBACK, NatsServer, RedisServer, S3Endpoint
 

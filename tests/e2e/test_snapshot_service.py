@@ -32,10 +32,10 @@ from google.protobuf.json_format import MessageToDict
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc
 from laredo_client.replica import SyncReplica
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import load_settings
-from laredo_core.jsonvalue import row_to_json
-from laredo_core.position import Position, parse_lsn
+from laredo_kernel.jsonvalue import row_to_json
+from laredo_kernel.position import Position, parse_lsn
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.snapshots.format import SnapshotManifest, decode_part, table_directory
 from laredo_core.stream import naming

@@ -17,8 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from laredo_core.changes import TableId
-from laredo_core.position import parse_lsn
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import parse_lsn
 from laredo_testing.eventually import eventually
 from laredo_testing.postgres import PG_BIN_DIR, PostgresServer
 

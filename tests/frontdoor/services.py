@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.config import load_settings
 from laredo_core.deadletters.memory_store import InMemoryDeadLetterStore
 from laredo_core.snapshots.memory_store import MemorySnapshotStore

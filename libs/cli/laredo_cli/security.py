@@ -12,7 +12,7 @@ import grpc
 
 from laredo_cli.errors import CliError, ExitCode
 from laredo_client.credentials import BearerToken, TlsOptions, parse_address, says_cleartext
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 TOKEN_ENV, TOKEN_FILE_ENV = "LAREDO_TOKEN", "LAREDO_TOKEN_FILE"
 TLS_ENV, CA_ENV, CERT_ENV, KEY_ENV, SERVER_NAME_ENV = (

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.position import Position, PositionError, parse_lsn
+from laredo_kernel.position import Position, PositionError, parse_lsn
 
 from laredo_client.indexed_state import IndexedRows, Key, Row
 from laredo_client.values import Column, primary_key_of

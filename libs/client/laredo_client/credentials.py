@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 
-from laredo_core.errors import ConfigError
-from laredo_core.jsonvalue import to_json_value
+from laredo_kernel.errors import ConfigError
+from laredo_kernel.jsonvalue import to_json_value
 
 from laredo_client.credentials import BearerToken, TlsOptions, parse_address, says_cleartext
 from laredo_client.stream_observer import StreamObserver

@@ -23,7 +23,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from laredo.replication.v1 import replication_pb2 as pb
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 from laredo_client import wire
 from laredo_client.client_replica import Action, ClientReplica, PositionKey, position_key

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Awaitable, Callable
 
 from laredo_core.config import LaredoSettings, load_settings, load_tree
-from laredo_core.errors import ConfigError, LaredoError
+from laredo_kernel.errors import ConfigError, LaredoError
 from laredo_core.redaction import Redactor, activate, install_log_filter, scrub
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 if TYPE_CHECKING:  # at run time neither is needed; importing them here would make the settings import circular
     from laredo_core.config.reader import Reader

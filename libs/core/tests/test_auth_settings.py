@@ -12,7 +12,7 @@ from laredo_core.auth.exposure import is_loopback, warn_if_exposed
 from laredo_core.auth.identity import Role
 from laredo_core.auth.settings import TokenSettings, resolve_tokens, token_digest
 from laredo_core.config import load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from libs.core.tests.auth_keys import AUDIENCE, ISSUER, rsa_key, write_jwks
 
 SECRET = "s3cr3t-0123456789abcdef"

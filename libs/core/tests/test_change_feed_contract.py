@@ -13,7 +13,7 @@ import pytest
 from laredo_testing import stream
 from laredo_testing.eventually import eventually
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.stream import naming
 from laredo_core.stream.feed import ChangeFeed, FeedMessage, FeedSubscription, StreamMismatch, UndecodableMessage
 from laredo_core.stream.memory_feed import MemoryChangeFeed

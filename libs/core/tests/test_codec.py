@@ -5,11 +5,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import Action, BatchKind, ColumnInfo
-from laredo_core.errors import ProtocolError
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, BatchKind, ColumnInfo
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.position import Position
 from laredo_core.stream.codec import columns_to_proto, decode_batch
-from laredo_core.tuples import UNCHANGED, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, encode_tuple
 
 COLUMNS = (ColumnInfo("id", 20, "int8", is_identity_key=True, not_null=True, primary_key_ordinal=1),
            ColumnInfo("body", 25, "text"), ColumnInfo("qty", 23, "int4"))

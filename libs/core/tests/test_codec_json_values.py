@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import ColumnInfo
-from laredo_core.errors import ProtocolError
-from laredo_core.jsonvalue import row_to_json
+from laredo_kernel.changes import ColumnInfo
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.jsonvalue import row_to_json
 from laredo_core.stream.codec import columns_to_proto, decode_batch, typed_row
-from laredo_core.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
 
 SAMPLES: list[tuple[int, str, int, str]] = [  # (type oid, type name, base type oid, text form)
     (16, "bool", 0, "t"), (16, "bool", 0, "f"), (20, "int8", 0, "9223372036854775807"), (20, "int8", 0, "-42"),

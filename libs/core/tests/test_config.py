@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from laredo_core.config import check_service_section, load_settings, parse_duration
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_EXAMPLE = ROOT / "examples" / "laredo.conf"

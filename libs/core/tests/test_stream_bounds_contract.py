@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import nats
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream import naming
 from laredo_core.stream.bounds import StreamBoundsReader, StreamBoundsUnavailable
 from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader

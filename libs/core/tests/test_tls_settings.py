@@ -12,7 +12,7 @@ import trustme
 
 from laredo_core.config import LaredoSettings, load_settings
 from laredo_core.config.reader import Reader
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.snapshots.config import read_store_config
 from laredo_core.stream.nats_servers import NatsServers

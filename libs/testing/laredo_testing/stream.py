@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.position import BASELINE_ORDINAL_BASE
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.position import BASELINE_ORDINAL_BASE
 from laredo_core.stream.codec import columns_to_proto
-from laredo_core.tuples import UNCHANGED, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, encode_tuple
 
 
 def raw(value: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from services.fanout.tests.fanout_testkit import TABLE, Batches, SyncReplica
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_fanout.adapters.memory import ManualClock, MemoryChangeFeed, MemorySnapshotStore, RecordingObserver
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
 from laredo_fanout.application.replicator import Replicator

@@ -11,7 +11,7 @@ from laredo_testing import stream
 from laredo_testing.stream import truncate as truncate
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 
 TABLE = TableId("public", "items")
 SOURCE = "pg"

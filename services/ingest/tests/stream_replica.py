@@ -19,12 +19,12 @@ import nats
 import psycopg
 from nats.js.api import DeliverPolicy
 
-from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, TableId
-from laredo_core.errors import ProtocolError
-from laredo_core.position import BASELINE_ORDINAL_BASE, ZERO, Position
+from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, TableId
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.position import BASELINE_ORDINAL_BASE, ZERO, Position
 from laredo_core.stream.codec import decode_batch, typed_row
 from laredo_core.stream.naming import source_subject_filter, stream_name
-from laredo_core.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
 
 from laredo_ingest.adapters.pg_connection import session_conninfo
 

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import (
     Command,
     CommandResult,

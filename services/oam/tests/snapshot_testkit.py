@@ -9,7 +9,7 @@ import itertools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.coordination.ports import CommandKind, CommandResult, CommandStatus, CoordinationStore
 from laredo_core.snapshots.format import Checksum, SnapshotManifest, encode_part
 from laredo_core.snapshots.store import SnapshotStore

@@ -9,7 +9,7 @@ from typing import Any
 from laredo_testing import stream
 from laredo_testing.stream import truncate as truncate
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 
 TABLE = TableId("public", "items")
 SOURCE = "pg"

@@ -6,8 +6,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.jsonvalue import row_to_json
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.jsonvalue import row_to_json
 from laredo_core.snapshots.format import Checksum, SnapshotManifest, encode_part, new_snapshot_id
 from laredo_core.snapshots.store import SnapshotStore
 

@@ -16,7 +16,7 @@ from typing import Any
 from services.snapshot.tests.snapshot_testkit import UNCHANGED, Batches, decoded, delete, insert, row, truncate, update
 
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.changes import ChangeBatchInfo, ColumnInfo
+from laredo_kernel.changes import ChangeBatchInfo, ColumnInfo
 from laredo_snapshot.domain.key_fold import KeyFoldPlan, fold_key
 from laredo_snapshot.domain.plan import FoldPlan, FoldStart, make_plan
 from laredo_snapshot.domain.records import encode_row, records_of, row_json, snapshot_record, summarize

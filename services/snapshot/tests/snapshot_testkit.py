@@ -13,13 +13,13 @@ from laredo_testing import stream
 from laredo_testing.stream import truncate as truncate
 
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.changes import ChangeBatchInfo, ColumnInfo, TableId
-from laredo_core.position import Position
+from laredo_kernel.changes import ChangeBatchInfo, ColumnInfo, TableId
+from laredo_kernel.position import Position
 from laredo_core.snapshots.format import SnapshotManifest, decode_part
 from laredo_core.snapshots.store import SnapshotStore
 from laredo_core.stream import naming
 from laredo_core.stream.codec import columns_to_proto, decode_batch
-from laredo_core.tuples import UNCHANGED as UNCHANGED
+from laredo_kernel.tuples import UNCHANGED as UNCHANGED
 
 TABLE = TableId("public", "items")
 SOURCE = "pg"

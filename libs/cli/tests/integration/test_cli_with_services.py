@@ -13,7 +13,7 @@ from typing import Any
 
 import nats
 import pytest
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.config import load_settings
 from laredo_core.coordination.ports import CommandKind
 from laredo_core.coordination.redis_store import RedisCoordinationStore

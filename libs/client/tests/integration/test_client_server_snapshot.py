@@ -15,7 +15,7 @@ from laredo_testing.eventually import eventually
 
 from laredo_client import BackoffPolicy, Filter, LaredoClient
 from laredo_core.config import load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.format import Checksum, SnapshotManifest, encode_part, new_snapshot_id
 from laredo_core.snapshots.local_store import LocalSnapshotStore
 from laredo_core.stream import naming

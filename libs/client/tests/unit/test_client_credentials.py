@@ -10,7 +10,7 @@ import pytest
 
 from laredo_client import BearerToken, ClientOptions, LaredoClient, TlsOptions
 from laredo_client.credentials import call_metadata, parse_address
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from libs.client.tests.tls_files import TlsFiles, write_tls_files
 
 SECRET = "s3cr3t-T0ken.value_42"

@@ -9,7 +9,7 @@ import pytest
 from laredo_client import BackoffPolicy, ClientOptions, Filter, Index
 from laredo_client.backoff import Backoff
 from laredo_client.replication_loop import filter_to_proto
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 
 def test_invalid_options_are_reported_together() -> None:

@@ -21,7 +21,7 @@ from laredo_client.sync_stream import SyncStream
 from laredo_client import wire
 from laredo_client.wire import EntrySpan, NotCanonical, WireError, journal_entries, journal_entry, only_field
 from laredo_client.wire import snapshot_row, snapshot_rows
-from laredo_core.position import Position, PositionError
+from laredo_kernel.position import Position, PositionError
 from libs.client.tests.scripted_server import batch, entry, handshake, pos, struct
 from libs.client.tests.unit.test_client_wire_struct import reference
 

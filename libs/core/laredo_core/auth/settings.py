@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from laredo_core.auth.identity import Role, parse_table_pattern
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 if TYPE_CHECKING:  # laredo_core.config imports this module (through the front door's settings)
     from laredo_core.config.reader import Reader

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 _MISSING: Any = object()
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlencode
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config.reader import Reader, load_tree
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.frontdoor.settings import FrontDoorSettings, parse_front_door
 from laredo_core.stream.nats_servers import NatsServers
 from laredo_core.tls import ClientTls, read_client_tls

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 
 
 class CoordinationUnavailable(LaredoError):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from laredo_core.config import LaredoSettings
 from laredo_core.config.reader import Reader
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 DEFAULT_WRITE_QUEUE = 10_000
 DEFAULT_TIMEOUT = 5.0

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from laredo_core.changes import ChangeBatchInfo, RowChange, TableId
+from laredo_kernel.changes import ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.replay import (
@@ -25,7 +25,7 @@ from laredo_core.deadletters.replay import (
     changes_to_replay,
     parse_replay_args,
 )
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 __all__ = ["ApplyChanges", "ReplayTarget", "answer_replay", "replay_page"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from laredo_core.changes import Action, RowChange
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, RowChange
+from laredo_kernel.position import Position
 
 DEFAULT_MAX_KEYS = 100_000
 

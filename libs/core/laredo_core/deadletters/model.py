@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import TableId
-from laredo_core.errors import LaredoError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import LaredoError
 
 #: change_index of a letter that stands for a whole stream message.
 WHOLE_MESSAGE = -1

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.deadletters.model import (
     WHOLE_MESSAGE,
     DeadLetter,

@@ -16,10 +16,10 @@ from google.protobuf.message import DecodeError
 
 from laredo.stream.v1 import change_stream_pb2 as pb
 from laredo_core.deadletters.model import WHOLE_MESSAGE, DeadLetter, letter_from_dict, letter_to_dict
-from laredo_core.errors import ProtocolError
-from laredo_core.position import END_OF_LSN
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.position import END_OF_LSN
 from laredo_core.stream.codec import decode_batch
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.tuples import UNCHANGED
 
 RECORD_VERSION = 1
 UNCHANGED_SHOWN = "<unchanged TOASTed value>"

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.changes import BatchKind, ChangeBatchInfo, RowChange, TableId
+from laredo_kernel.changes import BatchKind, ChangeBatchInfo, RowChange, TableId
 from laredo_core.deadletters.model import WHOLE_MESSAGE, DeadLetter, PipelineId, letter_from_dict, letter_to_dict
-from laredo_core.errors import LaredoError, ProtocolError
+from laredo_kernel.errors import LaredoError, ProtocolError
 
 #: A page of a replay: at most this many letters, and about this many bytes of them, per command.
 PAGE_LETTERS = 100

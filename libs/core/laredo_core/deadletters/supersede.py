@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any, Protocol
 
-from laredo_core.changes import Action, RowChange
+from laredo_kernel.changes import Action, RowChange
 from laredo_core.deadletters.key_watch import KeyWatch
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 __all__ = ["ABSENT", "RowsByKey", "superseded", "truncate_superseded"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 from laredo_core.frontdoor.envoy_config import Upstream, bootstrap
 from laredo_core.frontdoor.settings import FrontDoorSettings
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from laredo_core.auth.settings import AuthSettings, parse_auth
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 if TYPE_CHECKING:  # laredo_core.config imports this module: Reader is imported where it is used
     from laredo_core.config.reader import Reader

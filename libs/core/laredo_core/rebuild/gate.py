@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.feed import ChangeSink, FeedMessage, UndecodableMessage, hand_over_undecodable
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import (
     Command,
     CommandKind,
@@ -25,7 +25,7 @@ from laredo_core.coordination.ports import (
     CoordinationStore,
     CoordinationUnavailable,
 )
-from laredo_core.position import PositionError
+from laredo_kernel.position import PositionError
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.meta import column_differences
 from laredo_core.rebuild.records import (

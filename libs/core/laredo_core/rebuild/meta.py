@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 
 
 def column_differences(snapshot_columns: Sequence[ColumnInfo], snapshot_key: Sequence[str],

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.errors import LaredoError
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.errors import LaredoError
 from laredo_core.rebuild.gate import GatedSink, Hold
 from laredo_core.rebuild.pacing import ReplaySpeed
 from laredo_core.rebuild.records import RebuildPhase

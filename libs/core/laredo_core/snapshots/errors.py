@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 
 
 class SnapshotError(LaredoError):

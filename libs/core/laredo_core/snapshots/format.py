@@ -4,7 +4,7 @@ A snapshot of table `schema.table` lives under `<schema>.<table>/<snapshot_id>/`
 escaped as NATS subject tokens are: [A-Za-z0-9_-] kept, every other byte as %XX):
 - parts, in the manifest's `format`:
   - `jsonl` (the default): `rows-00000.jsonl`, `rows-00001.jsonl`, ...: one JSON object per line and row,
-    values as laredo_core.jsonvalue gives them (what clients see); UTF-8, "\n" after every line;
+    values as laredo_kernel.jsonvalue gives them (what clients see); UTF-8, "\n" after every line;
   - `parquet`: `rows-00000.parquet`, ...: the same rows as typed Parquet columns (laredo_core.snapshots.parquet);
 - `manifest.json`, written last: the snapshot exists only once it is there. Readers ignore a
   directory without one (a writer that died half-way leaves only part files).
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.stream.naming import escape_token
 

@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import (

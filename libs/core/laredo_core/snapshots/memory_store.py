@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import SnapshotManifest, manifest_from_json, manifest_to_json
 

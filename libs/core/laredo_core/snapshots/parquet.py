@@ -1,7 +1,7 @@
 """Snapshot parts as Parquet files (`serializer = "parquet"`): typed columns where a value survives exactly.
 
 A reader gets back exactly the rows a JSON-lines part of the same snapshot holds — the JSON-compatible values
-of laredo_core.jsonvalue, absent columns included — while Spark, DuckDB or pandas read the files with column
+of laredo_kernel.jsonvalue, absent columns included — while Spark, DuckDB or pandas read the files with column
 types. Each column's type follows its PostgreSQL type (domains by their base type):
 
     bool → boolean; int2 → int16; int4 → int32; int8, oid → int64; float4, float8 → double (NaN and
@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.parquet_kinds import JSON, KINDS, Kind, NotExact, kind_of
 

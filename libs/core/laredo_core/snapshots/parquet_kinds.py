@@ -1,6 +1,6 @@
 """How each column of a Parquet snapshot part is stored: its Arrow type, and exact conversions both ways.
 
-A kind turns a column's JSON-compatible values (laredo_core.jsonvalue) into an Arrow array, or raises NotExact
+A kind turns a column's JSON-compatible values (laredo_kernel.jsonvalue) into an Arrow array, or raises NotExact
 when one value would not come back unchanged (the column is then stored as JSON text), and turns the Arrow
 column back into exactly those values. Columns whose values all have the usual shape are converted by Arrow
 in one call (checked by value types, ranges and a pattern); the others value by value in Python.
@@ -20,8 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from laredo_core.changes import ColumnInfo
-from laredo_core.pgtext import ARRAYS
+from laredo_kernel.changes import ColumnInfo
+from laredo_kernel.pgtext import ARRAYS
 
 _MAX_EXACT = 2**53
 _NONE = type(None)

@@ -17,7 +17,7 @@ from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import MinioException, S3Error
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.snapshots.format import SnapshotManifest
 
 

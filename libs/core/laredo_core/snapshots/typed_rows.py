@@ -1,6 +1,6 @@
 """Snapshot rows (JSON-compatible values) back to the typed values the stream codec gives, per column type.
 
-The inverse of laredo_core.jsonvalue for the types laredo_core.pgtext converts: services that hold typed rows
+The inverse of laredo_kernel.jsonvalue for the types laredo_kernel.pgtext converts: services that hold typed rows
 (query) load snapshots with it and get the values a stream-built table holds: int8 beyond 2^53 from its
 decimal string, numeric as Decimal, bytea from base64, dates and times parsed from ISO 8601 (PostgreSQL text
 such as 'infinity' stays text, as pgtext leaves it), floats from "NaN"/"Infinity", arrays element by element.
@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from laredo_core.changes import ColumnInfo
-from laredo_core.pgtext import ARRAYS
+from laredo_kernel.changes import ColumnInfo
+from laredo_kernel.pgtext import ARRAYS
 
 FromJson = Callable[[Any], Any]
 

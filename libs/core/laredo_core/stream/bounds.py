@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from laredo_core.changes import TableId
-from laredo_core.errors import LaredoError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import LaredoError
 
 
 class StreamBoundsUnavailable(LaredoError):

@@ -10,12 +10,12 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
-from laredo_core.errors import ProtocolError
-from laredo_core.jsonvalue import row_to_json
-from laredo_core.pgtext import BytesConverter, Converter, bytes_converter_for, convert_text, converter_for
-from laredo_core.position import Position
-from laredo_core.tuples import UNCHANGED, RawValue, decode_tuple_exact
+from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.jsonvalue import row_to_json
+from laredo_kernel.pgtext import BytesConverter, Converter, bytes_converter_for, convert_text, converter_for
+from laredo_kernel.position import Position
+from laredo_kernel.tuples import UNCHANGED, RawValue, decode_tuple_exact
 
 _INT16 = struct.Struct("!h")
 _INT32 = struct.Struct("!i")
@@ -146,7 +146,7 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
 def decode_batch(data: bytes, *, json_values: bool = False) -> ChangeBatchInfo:
     """Parse one stream message; raises ProtocolError for anything malformed.
 
-    json_values: rows hold the JSON-compatible values laredo_core.jsonvalue maps typed values to
+    json_values: rows hold the JSON-compatible values laredo_kernel.jsonvalue maps typed values to
     (what clients see), converted straight from the text form; UNCHANGED markers stay.
     """
     try:

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from laredo_core.changes import ChangeBatchInfo, TableId
-from laredo_core.errors import LaredoError
+from laredo_kernel.changes import ChangeBatchInfo, TableId
+from laredo_kernel.errors import LaredoError
 
 
 @dataclass(frozen=True, slots=True)

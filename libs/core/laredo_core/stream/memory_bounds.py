@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.bounds import StreamBoundsUnavailable, SubjectBounds
 from laredo_core.stream.memory_feed import MemoryChangeFeed
 

@@ -7,8 +7,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from laredo_core.changes import TableId
-from laredo_core.errors import ProtocolError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import ProtocolError
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import (
     ChangeSink,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-from laredo_core.changes import TableId
-from laredo_core.errors import ProtocolError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import ProtocolError
 from laredo_core.rebuild.tail import TailUnavailable
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import FeedMessage

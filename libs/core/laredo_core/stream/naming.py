@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from laredo_core.changes import TableId
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import format_lsn
 
 HEADER_MSG_ID = "Nats-Msg-Id"
 HEADER_KIND = "Laredo-Kind"

@@ -10,7 +10,7 @@ from nats import errors as nats_errors
 from nats.aio.client import Client as NatsClient
 from nats.js.errors import NotFoundError
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream import naming
 from laredo_core.stream.bounds import StreamBoundsUnavailable, SubjectBounds
 from laredo_core.stream.nats_connect import connect_nats

@@ -21,8 +21,8 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
-from laredo_core.changes import TableId
-from laredo_core.errors import ProtocolError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import ProtocolError
 from laredo_core.shutdown import close_quietly
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch

@@ -18,8 +18,8 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from laredo_core.changes import TableId
-from laredo_core.errors import ProtocolError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import ProtocolError
 from laredo_core.rebuild.pacing import MAX_GAP_SECONDS
 from laredo_core.rebuild.tail import TailUnavailable
 from laredo_core.stream import naming

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from laredo_core.changes import TableId
-from laredo_core.position import Position
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import Position
 
 log = logging.getLogger(__name__)
 

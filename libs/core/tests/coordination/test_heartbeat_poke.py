@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 from laredo_core.coordination.heartbeat import InstanceHeartbeat
 from laredo_core.coordination.memory import InMemoryCoordinationStore
 from laredo_core.coordination.ports import Event, InstanceStatus

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import Action, TableId
+from laredo_kernel.changes import Action, TableId
 from laredo_core.deadletters.model import DeadLetter, PipelineId, letter_from_dict, letter_to_dict, position_letter_id
 from laredo_core.deadletters.replay import (
     ReplayFailed,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.deadletters.memory_store import InMemoryDeadLetterStore
 from laredo_core.deadletters.model import (
     WHOLE_MESSAGE,
@@ -20,7 +20,7 @@ from laredo_core.deadletters.model import (
 from laredo_core.deadletters.nats_store import NatsDeadLetterStore
 from laredo_core.deadletters.records import UNCHANGED_SHOWN
 from laredo_core.deadletters.store import DeadLetterStore
-from laredo_core.tuples import UNCHANGED, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, encode_tuple
 
 FANOUT = PipelineId("pg", TableId("public", "items"), "replication-fanout")
 QUERY = PipelineId("pg", TableId("public", "items"), "indexed-memory")

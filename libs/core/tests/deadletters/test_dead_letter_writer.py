@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from laredo_testing.eventually import eventually
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.deadletters.memory_store import InMemoryDeadLetterStore
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.writer import DeadLetterWriter

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 import pytest
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import ChangeBatchInfo, RowChange, TableId
+from laredo_kernel.changes import ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
 from laredo_core.deadletters.instance_replay import ApplyChanges, answer_replay, replay_page
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.replay import ReplayOutcome, ReplayReport, replay_args
-from laredo_core.errors import LaredoError
-from laredo_core.position import Position
+from laredo_kernel.errors import LaredoError
+from laredo_kernel.position import Position
 from laredo_core.stream.codec import decode_batch
 
 TABLE = TableId("public", "items")

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import Action, RowChange
+from laredo_kernel.changes import Action, RowChange
 from laredo_core.deadletters.key_watch import KeyWatch
 from laredo_core.deadletters.supersede import ABSENT, superseded, truncate_superseded
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 
 class NoKey(Exception):

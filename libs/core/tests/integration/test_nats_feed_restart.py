@@ -15,7 +15,7 @@ from laredo_testing.eventually import eventually
 from laredo_testing.servers import NatsServer
 from laredo_testing.stream import Batches
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.stream import naming
 from laredo_core.stream.feed import FeedMessage, FeedSubscription
 from laredo_core.stream.nats_feed import NatsChangeFeed

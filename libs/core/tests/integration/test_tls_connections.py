@@ -19,7 +19,7 @@ from laredo_testing.eventually import eventually
 from laredo_testing.process import free_port
 from laredo_testing.stream import Batches
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.config import LaredoSettings, load_settings
 from laredo_core.config.reader import Reader
 from laredo_core.coordination.ports import CoordinationUnavailable, InstanceStatus

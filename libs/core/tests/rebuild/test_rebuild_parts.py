@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import BatchKind, ChangeBatchInfo, ColumnInfo, TableId
+from laredo_kernel.changes import BatchKind, ChangeBatchInfo, ColumnInfo, TableId
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.meta import column_differences
 from laredo_core.rebuild.pacing import MAX_GAP_SECONDS, ReplaySpeed

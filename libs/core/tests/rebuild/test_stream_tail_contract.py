@@ -10,7 +10,7 @@ import nats
 import pytest
 from laredo_testing import stream
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.rebuild.tail import StreamTail, TailUnavailable
 from laredo_core.stream import naming
 from laredo_core.stream.feed import FeedMessage

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_fanout.domain.errors import SnapshotCorrupt
 from laredo_core.snapshots.format import (
     Checksum,

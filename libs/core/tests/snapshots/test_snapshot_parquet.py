@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laredo_core.changes import ColumnInfo
-from laredo_core.jsonvalue import to_json_value
+from laredo_kernel.changes import ColumnInfo
+from laredo_kernel.jsonvalue import to_json_value
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.format import decode_part, decode_rows, encode_part
 from laredo_core.snapshots.parquet import ABSENT_COLUMN, decode_parquet, encode_parquet, kind_of

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from minio import Minio
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.snapshots.errors import SnapshotNotFound, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import MANIFEST_NAME, Checksum, SnapshotManifest, encode_part
 from laredo_core.snapshots.local_store import LocalSnapshotStore

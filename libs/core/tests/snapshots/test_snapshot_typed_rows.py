@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from laredo_core.changes import ColumnInfo
-from laredo_core.jsonvalue import row_to_json
-from laredo_core.pgtext import converter_for
+from laredo_kernel.changes import ColumnInfo
+from laredo_kernel.jsonvalue import row_to_json
+from laredo_kernel.pgtext import converter_for
 from laredo_core.snapshots.typed_rows import typed_rows
 
 COLUMNS = (

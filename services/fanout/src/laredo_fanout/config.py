@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, TableSettings, TargetSettings, service_reader
 from laredo_core.config.reader import parse_duration
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig, read_snapshot_format, read_snapshot_store
 from laredo_core.snapshots.format import FORMAT
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from laredo_core.changes import Action, ColumnInfo, TableId
+from laredo_kernel.changes import Action, ColumnInfo, TableId
 # The change feed port is shared with other services (contract: laredo_core.stream.feed.ChangeFeed);
 # the feed delivers JSON-compatible values here (json_values=True).
 from laredo_core.stream.feed import ChangeFeed as ChangeFeed

@@ -13,7 +13,7 @@ from laredo_core.coordination.ports import CommandKind, CommandStatus
 from laredo_core.deadletters.model import DeadLetterPage, PipelineId
 from laredo_core.deadletters.nats_store import NatsDeadLetterStore
 from laredo_core.deadletters.replay import ReplayOutcome, ReplayReport, replay_args
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.tuples import UNCHANGED
 from services.fanout.tests.fanout_testkit import SOURCE, TABLE, Batches, insert, row
 from services.fanout.tests.integration.fanout_cluster import Stream, fanout_instance
 

@@ -17,7 +17,7 @@ from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo_client import BackoffPolicy, LaredoClient
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 from laredo_core.snapshots.local_store import LocalSnapshotStore
 from libs.client.tests.tcp_balancer import TcpBalancer
 from services.fanout.tests.fanout_testkit import Batches, row, update

@@ -12,7 +12,7 @@ from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo.replication.v1 import replication_pb2_grpc as rpb_grpc
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 from services.fanout.tests.fanout_testkit import TABLE, Batches, as_client_rows, insert, row
 from services.fanout.tests.integration.fanout_cluster import NO_WINDOW_GROWTH, Stream, fanout_instance, follow
 

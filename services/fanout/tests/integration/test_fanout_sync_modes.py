@@ -12,7 +12,7 @@ from laredo_testing.eventually import eventually
 from laredo_testing.servers import S3Endpoint
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 from services.fanout.tests.fanout_testkit import Batches, as_client_rows, delete, insert, row, update
 from services.fanout.tests.integration.fanout_cluster import Stream, fanout_instance, follow
 

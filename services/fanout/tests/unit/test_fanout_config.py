@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import LaredoSettings, load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig
 from laredo_fanout.config import SnapshotConfig, read_fanout_config
 

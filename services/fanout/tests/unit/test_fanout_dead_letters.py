@@ -10,7 +10,7 @@ import pytest
 from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import Command, CommandKind, CommandStatus
 from laredo_core.deadletters.memory_store import InMemoryDeadLetterStore
 from laredo_core.deadletters.model import DeadLetter, PipelineId
@@ -18,7 +18,7 @@ from laredo_core.deadletters.recorder import DeadLetterRecorder
 from laredo_core.deadletters.replay import ReplayOutcome, replay_args
 from laredo_core.deadletters.writer import DeadLetterWriter
 from laredo_core.stream.codec import decode_batch
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.tuples import UNCHANGED
 from laredo_core.coordination.memory import InMemoryCoordinationStore
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
 from laredo_fanout.application.coordination import FanoutCoordinator

@@ -10,9 +10,9 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.changes import Action, ColumnInfo
-from laredo_core.jsonvalue import row_to_json
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, ColumnInfo
+from laredo_kernel.jsonvalue import row_to_json
+from laredo_kernel.position import Position
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder, varint
 from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.sync_plan import SyncMode, SyncPlan

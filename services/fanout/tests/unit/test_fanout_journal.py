@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import Action
-from laredo_core.position import Position
+from laredo_kernel.changes import Action
+from laredo_kernel.position import Position
 from laredo_fanout.domain.errors import EntriesPruned, JournalError
 from laredo_fanout.domain.journal import Journal, JournalEntry
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.changes import Action
+from laredo_kernel.changes import Action
 from laredo_core.coordination.ports import CommandStatus
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 from laredo_fanout.domain.journal import Journal, JournalEntry
 from services.fanout.tests.fanout_testkit import row, update
 from services.fanout.tests.unit.test_fanout_rebuild import MakeWorld, corrupt, loaded

@@ -8,10 +8,10 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.changes import TableId
-from laredo_core.position import Position
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import Position
 from laredo_core.stream.codec import decode_batch
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.tuples import UNCHANGED
 from laredo_fanout.ports import FeedMessage
 from services.fanout.tests.conftest import World, build_world
 from services.fanout.tests.fanout_testkit import TABLE, Batches, delete, insert, row, truncate, update

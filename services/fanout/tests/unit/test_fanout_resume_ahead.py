@@ -11,7 +11,7 @@ import pytest
 from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.position import BASELINE_ORDINAL_BASE, END_OF_LSN, Position
+from laredo_kernel.position import BASELINE_ORDINAL_BASE, END_OF_LSN, Position
 from laredo_fanout.domain.errors import InstanceBehind
 from laredo_fanout.domain.journal import position_reached
 from services.fanout.tests.conftest import World

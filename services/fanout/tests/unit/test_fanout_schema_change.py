@@ -8,7 +8,7 @@ from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 from laredo_core.stream.codec import columns_to_proto
 from services.fanout.tests.conftest import World
 from services.fanout.tests.fanout_testkit import COLUMNS, TABLE, insert, row, tuple_of

@@ -11,7 +11,7 @@ from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 from laredo_fanout.adapters.memory import MemorySnapshotStore
 from laredo_fanout.application.snapshots import SnapshotPolicy
 from laredo_fanout.domain.errors import SnapshotNotFound

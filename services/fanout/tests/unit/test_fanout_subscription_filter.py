@@ -9,7 +9,7 @@ import pytest
 from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_core.changes import Action
+from laredo_kernel.changes import Action
 from laredo_fanout.domain.errors import InvalidSyncRequest
 from laredo_fanout.domain.subscription_filter import EntryRoute, FieldPredicate, MatchKind, SubscriptionFilter
 from services.fanout.tests.conftest import World

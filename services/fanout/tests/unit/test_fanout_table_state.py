@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import Action, RowChange
-from laredo_core.position import Position
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.changes import Action, RowChange
+from laredo_kernel.position import Position
+from laredo_kernel.tuples import UNCHANGED
 from laredo_fanout.domain.table_state import TableState
 
 P = Position(1, 0)

@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import ENDPOINT_KEYS, SOURCE_COMMON_KEYS, LaredoSettings, Reader, service_reader
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 from laredo_ingest.application.coordination import CoordinationSettings
 from laredo_ingest.application.options import IngestOptions, KeylessPolicy

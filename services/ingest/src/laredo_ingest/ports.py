@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.errors import IngestError

@@ -9,8 +9,8 @@ from typing import Any
 import nats
 import pytest
 
-from laredo_core.changes import Action, BatchKind, ColumnInfo, TableId
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import Action, BatchKind, ColumnInfo, TableId
+from laredo_kernel.position import format_lsn
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.naming import (
     HEADER_COMMIT_LSN,
@@ -21,7 +21,7 @@ from laredo_core.stream.naming import (
     stream_name,
     table_subject,
 )
-from laredo_core.tuples import encode_tuple
+from laredo_kernel.tuples import encode_tuple
 from laredo_testing.eventually import eventually
 
 from laredo_ingest.adapters.memory import InMemoryChangePublisher, InMemoryStateStore

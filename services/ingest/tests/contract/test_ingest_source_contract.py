@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.tuples import decode_tuple_exact, encode_tuple
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.tuples import decode_tuple_exact, encode_tuple
 from laredo_testing.eventually import eventually
 
 from laredo_ingest.adapters.memory import MemoryReplicationStream, MemorySource, MemorySourceDatabase, WalBuilder

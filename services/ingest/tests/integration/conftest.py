@@ -13,7 +13,7 @@ import nats
 import psycopg
 import pytest
 
-from laredo_core.changes import ChangeBatchInfo
+from laredo_kernel.changes import ChangeBatchInfo
 from laredo_core.config import LaredoSettings, load_settings
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.naming import stream_name

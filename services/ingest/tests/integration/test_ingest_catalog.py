@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import BatchKind, ColumnInfo, TableId
+from laredo_kernel.changes import BatchKind, ColumnInfo, TableId
 from laredo_core.stream.codec import typed_row
 from laredo_testing.eventually import eventually
 

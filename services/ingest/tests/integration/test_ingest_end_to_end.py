@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from laredo_core.changes import Action, BatchKind, TableId
-from laredo_core.position import parse_lsn
+from laredo_kernel.changes import Action, BatchKind, TableId
+from laredo_kernel.position import parse_lsn
 from laredo_core.stream.naming import HEADER_END_LSN, HEADER_MSG_ID
 
 from laredo_ingest.adapters.nats_connection import NatsConnection

@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_kernel.changes import BatchKind, TableId
 from laredo_testing.eventually import eventually
 from laredo_testing.postgres import PostgresServer
 

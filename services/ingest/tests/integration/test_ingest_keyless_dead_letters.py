@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import Action, BatchKind, ColumnInfo, TableId
+from laredo_kernel.changes import Action, BatchKind, ColumnInfo, TableId
 from laredo_core.deadletters.model import PipelineId
 from laredo_core.deadletters.nats_store import DeadLetterStreamSpec, NatsDeadLetterStore, dead_letter_stream_config
 from laredo_core.stream.naming import deadletter_subject, source_subject_filter, stream_name
-from laredo_core.tuples import encode_tuple
+from laredo_kernel.tuples import encode_tuple
 from laredo_testing.eventually import eventually
 
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_kernel.changes import BatchKind, TableId
 from laredo_core.coordination.ports import CommandKind, CommandStatus
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_testing.eventually import eventually

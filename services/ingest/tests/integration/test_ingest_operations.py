@@ -9,7 +9,7 @@ import random
 import psycopg
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_kernel.changes import BatchKind, TableId
 from laredo_testing.eventually import eventually
 
 from services.ingest.tests.stream_replica import StreamReplica, assert_replica_equals_table, read_stream

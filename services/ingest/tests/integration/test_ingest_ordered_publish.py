@@ -17,10 +17,10 @@ import nats
 import psycopg
 import pytest
 
-from laredo_core.changes import Action, BatchKind, TableId
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import Action, BatchKind, TableId
+from laredo_kernel.position import format_lsn
 from laredo_core.stream.naming import source_subject_filter, stream_name, table_subject
-from laredo_core.tuples import encode_tuple
+from laredo_kernel.tuples import encode_tuple
 from laredo_testing.eventually import eventually
 from laredo_testing.fault_proxy import FaultProxy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nats
 import pytest
 
-from laredo_core.changes import BatchKind
+from laredo_kernel.changes import BatchKind
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.naming import stream_name
 from laredo_testing.eventually import eventually

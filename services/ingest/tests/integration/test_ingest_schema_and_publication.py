@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_kernel.changes import BatchKind, TableId
 from laredo_testing.eventually import eventually
 
 from laredo_ingest.application.status import IngestPhase

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_kernel.changes import BatchKind, TableId
 from laredo_testing.eventually import eventually
 
 from services.ingest.tests.stream_replica import read_stream

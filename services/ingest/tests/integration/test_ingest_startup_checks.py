@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_testing.eventually import eventually
 from laredo_testing.postgres import PostgresServer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_kernel.changes import BatchKind, TableId
 from laredo_testing.eventually import eventually
 
 from services.ingest.tests.stream_replica import assert_replica_equals_table, read_stream

@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from laredo_core.changes import Action, BatchKind, TableId
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.changes import Action, BatchKind, TableId
+from laredo_kernel.tuples import UNCHANGED
 from laredo_testing.eventually import eventually
 
 from services.ingest.tests.stream_replica import assert_replica_equals_table, read_stream

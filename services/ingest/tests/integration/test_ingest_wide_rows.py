@@ -6,7 +6,7 @@ from __future__ import annotations
 import nats
 import pytest
 
-from laredo_core.changes import BatchKind, TableId
+from laredo_kernel.changes import BatchKind, TableId
 from laredo_core.deadletters.model import PipelineId
 from laredo_core.deadletters.nats_store import NatsDeadLetterStore
 from laredo_core.stream.naming import stream_name

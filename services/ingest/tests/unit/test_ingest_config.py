@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 from laredo_ingest.adapters.pg_connection import describe_dsn, session_conninfo
 from laredo_ingest.config import ingest_options

@@ -10,8 +10,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "laredo_ingest"
 FORBIDDEN_LIBRARIES = {"grpc", "google", "nats", "redis", "psycopg", "minio", "pyspark", "opentelemetry", "laredo",
                        "aiohttp", "pyhocon"}
-PURE_CORE = {"laredo_core.position", "laredo_core.tuples", "laredo_core.pgtext", "laredo_core.jsonvalue",
-             "laredo_core.changes", "laredo_core.errors", "laredo_core.stream.naming",
+PURE_CORE = {"laredo_kernel.position", "laredo_kernel.tuples", "laredo_kernel.pgtext", "laredo_kernel.jsonvalue",
+             "laredo_kernel.changes", "laredo_kernel.errors", "laredo_core.stream.naming",
              # the coordination port and its store-agnostic loops (no Redis import)
              "laredo_core.coordination.ports", "laredo_core.coordination.heartbeat"}
 INNER = sorted([*(PACKAGE / "domain").glob("*.py"), PACKAGE / "ports.py", *(PACKAGE / "application").glob("*.py")])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import Action, BatchKind, ColumnInfo, TableId
+from laredo_kernel.changes import Action, BatchKind, ColumnInfo, TableId
 from laredo_core.deadletters.records import decode_record
 from laredo_core.stream.naming import deadletter_subject, table_subject
-from laredo_core.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laredo_core.errors import ProtocolError
-from laredo_core.tuples import UNCHANGED, decode_tuple_exact
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.tuples import UNCHANGED, decode_tuple_exact
 
 from laredo_ingest.domain.pgoutput import (
     Begin,

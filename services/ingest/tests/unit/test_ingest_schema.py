@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 
 from laredo_ingest.domain.backoff import Backoff
 from laredo_ingest.domain.schema import CatalogType, ReplicaIdentity, identity_key_flags, resolve_base_type

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from laredo_core.changes import BatchKind, ColumnInfo, TableId
-from laredo_core.errors import LaredoError
-from laredo_core.position import BASELINE_ORDINAL_BASE
-from laredo_core.tuples import decode_tuple_exact
+from laredo_kernel.changes import BatchKind, ColumnInfo, TableId
+from laredo_kernel.errors import LaredoError
+from laredo_kernel.position import BASELINE_ORDINAL_BASE
+from laredo_kernel.tuples import decode_tuple_exact
 
 from laredo_ingest.adapters.memory import (
     InMemoryChangePublisher,

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_ingest.domain.errors import MissingReplicationPrivilege, PublicationError, TableNotFound, WalLevelNotLogical
 from laredo_ingest.domain.prerequisites import (

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laredo_core.errors import ProtocolError
+from laredo_kernel.errors import ProtocolError
 
 from laredo_ingest.application.transaction_spool import SpillingSpool
 from laredo_ingest.domain.pgoutput import (

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import Action, BatchKind, ColumnInfo, TableId
-from laredo_core.errors import ProtocolError
+from laredo_kernel.changes import Action, BatchKind, ColumnInfo, TableId
+from laredo_kernel.errors import ProtocolError
 from laredo_core.stream.naming import transaction_msg_id
-from laredo_core.tuples import UNCHANGED, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, encode_tuple
 
 from laredo_ingest.adapters.memory import WalBuilder
 from laredo_ingest.domain.pgoutput import decode_message

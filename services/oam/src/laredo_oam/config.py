@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, service_reader
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
 from laredo_oam.domain.catalog import Catalog, ConfiguredSource, ConfiguredTable, ConfiguredTarget

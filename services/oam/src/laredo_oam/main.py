@@ -10,11 +10,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.redis_store import RedisCoordinationStore
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 from laredo_core.frontdoor.envoy_config import Upstream
 from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_server

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import CoordinationStore, CoordinationUnavailable
 from laredo_core.deadletters.model import DeadLetterStoreError, DeadLetterStoreUnavailable
 from laredo_core.deadletters.store import DeadLetterStore

@@ -13,7 +13,7 @@ from laredo.stream.v1 import change_stream_pb2 as spb
 from laredo_testing import stream
 from laredo_testing.eventually import eventually
 
-from laredo_core.changes import Action, ColumnInfo, TableId
+from laredo_kernel.changes import Action, ColumnInfo, TableId
 from laredo_core.stream import naming
 
 from laredo_oam.adapters.memory import MemoryChangeTail

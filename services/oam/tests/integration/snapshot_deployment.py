@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 from laredo.v1 import oam_pb2_grpc
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.config import load_settings
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_core.stream import naming

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import struct_pb2
 from laredo.v1 import oam_pb2, oam_pb2_grpc
 from laredo_core.config import load_settings
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 from laredo_testing.process import free_port
 from laredo_testing.servers import RedisServer, S3Endpoint
 from minio import Minio

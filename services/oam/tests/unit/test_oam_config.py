@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 
 from laredo_oam.config import read_oam_config
 

@@ -16,7 +16,7 @@ from laredo_core.config import load_settings
 from laredo_core.deadletters.memory_store import InMemoryDeadLetterStore
 from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.store import DeadLetterStore
-from laredo_core.tuples import encode_tuple
+from laredo_kernel.tuples import encode_tuple
 
 from laredo_oam.adapters.memory import InMemoryCoordinationStore, MemoryChangeTail
 from laredo_oam.main import build

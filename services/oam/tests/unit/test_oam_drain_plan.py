@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import InstanceStatus
 
 from laredo_oam.domain.drain import DrainPlan, plan_drain

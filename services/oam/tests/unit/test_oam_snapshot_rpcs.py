@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import struct_pb2
 from laredo.v1 import oam_pb2, oam_pb2_grpc
 from laredo_core.config import load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.memory_store import MemorySnapshotStore
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import CoordinationUnavailable
 from laredo_core.snapshots.memory_store import MemorySnapshotStore
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_oam.domain.catalog import PipelineKey, table_from_request
 from laredo_oam.domain.errors import InvalidRequest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_oam.adapters.memory import InMemoryCoordinationStore
 from laredo_oam.application.status_view import StatusView
 from laredo_oam.domain.catalog import Catalog, ConfiguredTable, ConfiguredTarget

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import Action, TableId
+from laredo_kernel.changes import Action, TableId
 from laredo_core.coordination.heartbeat import InstanceHeartbeat
 from laredo_core.coordination.ports import InstanceStatus
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 from laredo_testing.eventually import eventually
 
 from laredo_oam.adapters.memory import InMemoryCoordinationStore, ManualClock, MemoryChangeTail

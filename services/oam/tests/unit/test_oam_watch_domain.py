@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_core.changes import Action, TableId
+from laredo_kernel.changes import Action, TableId
 
 from laredo_oam.domain.catalog import PipelineKey
 from laredo_oam.domain.states import PipelineState as P

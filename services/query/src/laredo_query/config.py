@@ -8,7 +8,7 @@ import socket
 import re
 from dataclasses import dataclass
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import (
     ENDPOINT_KEYS,
     LaredoSettings,
@@ -18,7 +18,7 @@ from laredo_core.config import (
     TargetSettings,
     service_reader,
 )
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
 from laredo_query.application.subscriptions import DEFAULT_BUFFER_SIZE, OverflowPolicy

@@ -14,11 +14,11 @@ from typing import Any
 from grpc_health.v1 import health_pb2
 
 from laredo_core.cli import run_service
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.ports import CoordinationStore
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.deadletters.store import DeadLetterStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 # The change feed port is shared with other services (contract: laredo_core.stream.feed.ChangeFeed);
 # the feed delivers typed values here (json_values=False).

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import nats
 import pytest
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.stream import naming
 from laredo_query.adapters.memory import MemoryChangeFeed
 from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader

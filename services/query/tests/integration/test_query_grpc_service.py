@@ -20,7 +20,7 @@ from laredo.v1 import query_pb2 as pb
 from laredo.v1 import query_pb2_grpc
 from laredo_core.config import load_settings
 from laredo_core.stream import naming
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.tuples import UNCHANGED
 from laredo_query.main import QueryApp, build
 from laredo_testing.eventually import eventually
 from services.query.tests.query_testkit import SOURCE, TABLE, Batches, client_row, row, truncate

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_query.adapters.memory import ManualClock, MemoryChangeFeed
 from laredo_query.application.applier import ChangeApplier
 from laredo_query.application.queries import QueryService

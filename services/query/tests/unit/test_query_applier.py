@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from laredo.stream.v1 import change_stream_pb2 as spb
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.tuples import UNCHANGED
 from laredo_query.domain.indexes import IndexDefinition
 from laredo_testing.eventually import eventually
 from services.query.tests.query_testkit import row, truncate

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from laredo_core.config import load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_query.application.subscriptions import OverflowPolicy
 from laredo_query.config import read_query_config
 from laredo_query.domain.indexes import IndexDefinition

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import Action, ColumnInfo, RowChange
-from laredo_core.position import Position
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.changes import Action, ColumnInfo, RowChange
+from laredo_kernel.position import Position
+from laredo_kernel.tuples import UNCHANGED
 from laredo_query.domain.errors import IndexNotFound, IndexUnavailable, InvalidKey, UniqueIndexViolation
 from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.domain.indexes import LOOKUP, IndexDefinition, UniqueIndex

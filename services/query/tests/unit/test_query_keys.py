@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 from laredo_query.domain.errors import InvalidKey
 from laredo_query.domain.keys import KeyKind, KeySpec, coerce, kind_of
 

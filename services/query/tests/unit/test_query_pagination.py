@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from laredo_core.changes import Action, RowChange
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, RowChange
+from laredo_kernel.position import Position
 from laredo_query.domain.errors import InvalidPageToken, InvalidRequest
 from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.domain.keys import KeyKind, KeySpec

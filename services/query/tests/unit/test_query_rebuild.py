@@ -10,11 +10,11 @@ from typing import Any
 
 from laredo_testing.eventually import eventually
 
-from laredo_core.changes import Action, ColumnInfo, RowChange
+from laredo_kernel.changes import Action, ColumnInfo, RowChange
 from laredo_core.coordination.memory import InMemoryCoordinationStore
 from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus
-from laredo_core.jsonvalue import row_to_json
-from laredo_core.position import Position
+from laredo_kernel.jsonvalue import row_to_json
+from laredo_kernel.position import Position
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.instance import InstanceRebuilds
 from laredo_core.rebuild.records import RebuildKind, RebuildRequest

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_query.domain.errors import (
     IndexNotFound,
     InvalidKey,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.config import load_settings
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.snapshots.memory_store import MemorySnapshotStore

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from laredo_core.changes import Action
-from laredo_core.position import Position
+from laredo_kernel.changes import Action
+from laredo_kernel.position import Position
 from laredo_query.application.subscriptions import OverflowPolicy, SubscriberHub
 from laredo_query.domain.errors import ServiceStopping, SubscriberOverflowed
 from laredo_query.domain.events import ChangeEvent

@@ -8,8 +8,8 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import query_pb2 as pb
-from laredo_core.changes import Action
-from laredo_core.position import Position
+from laredo_kernel.changes import Action
+from laredo_kernel.position import Position
 from laredo_query.application.queries import RowPage
 from laredo_query.domain.events import ChangeEvent
 from laredo_query.domain.row_store import StoredRow

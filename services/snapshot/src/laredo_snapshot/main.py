@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings
 from laredo_core.coordination.ids import default_instance_id
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.health import HealthServer
 from laredo_core.rebuild.tail import StreamTail

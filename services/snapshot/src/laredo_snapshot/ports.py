@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import CoordinationStore
 from laredo_core.snapshots.store import SnapshotStore
 

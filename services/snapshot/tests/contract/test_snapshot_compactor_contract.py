@@ -230,7 +230,7 @@ def replace_direct_min_rows(world: World, rows: int) -> Compactor:
 
 
 def update_unchanged() -> Any:
-    from laredo_core.tuples import UNCHANGED
+    from laredo_kernel.tuples import UNCHANGED
 
     return UNCHANGED
 

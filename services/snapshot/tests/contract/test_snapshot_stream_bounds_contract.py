@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from services.snapshot.tests.snapshot_testkit import SOURCE, TABLE, Batches, jetstream, row
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.memory_feed import MemoryChangeFeed
 from laredo_snapshot.adapters.memory import MemoryStreamBounds
 from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds

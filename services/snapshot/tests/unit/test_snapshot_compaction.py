@@ -12,7 +12,7 @@ import pytest
 from laredo_testing.eventually import eventually
 from services.snapshot.tests.snapshot_testkit import TABLE, Batches, by_key, delete, insert, row, stored_rows, update
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.memory import InMemoryCoordinationStore
 from laredo_core.coordination.ports import CommandKind, CommandStatus
 from laredo_core.snapshots.config import StoreConfig

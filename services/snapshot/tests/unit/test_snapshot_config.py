@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.config import load_settings
-from laredo_core.errors import ConfigError
+from laredo_kernel.errors import ConfigError
 from laredo_snapshot.config import read_snapshot_config
 from laredo_snapshot.main import build
 

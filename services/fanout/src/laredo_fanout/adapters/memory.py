@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.snapshots.memory_store import MemorySnapshotStore as MemorySnapshotStore
 from laredo_core.stream.memory_feed import MemoryChangeFeed as SharedMemoryChangeFeed
 

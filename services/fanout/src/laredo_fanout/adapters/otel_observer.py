@@ -16,7 +16,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.telemetry import extract_context
 
 from laredo_fanout.domain.journal import JournalEntry

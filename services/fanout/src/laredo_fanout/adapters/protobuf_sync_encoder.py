@@ -18,7 +18,7 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from laredo.replication.v1 import replication_pb2 as pb
-from laredo_core.changes import Action, ColumnInfo
+from laredo_kernel.changes import Action, ColumnInfo
 
 from laredo_fanout.adapters import protobuf_wire
 from laredo_fanout.adapters.protobuf_wire import varint

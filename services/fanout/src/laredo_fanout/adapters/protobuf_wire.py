@@ -1,6 +1,6 @@
 """Protobuf wire encoding by hand for the hot messages: Struct rows and journal entries.
 
-Built for JSON-compatible values (laredo_core.jsonvalue's output: None, bool, int, float, str, lists and
+Built for JSON-compatible values (laredo_kernel.jsonvalue's output: None, bool, int, float, str, lists and
 dicts of those). The bytes parse to the same messages as google.protobuf's own Struct.update() and
 ReplicationJournalEntry serialization would give (checked by the unit tests); map entries keep the row's
 column order. Wire facts: a length-delimited field is tag, varint length, payload; Value is a oneof of

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from laredo_core.changes import ChangeBatchInfo, RowChange, TableId
+from laredo_kernel.changes import ChangeBatchInfo, RowChange, TableId
 from laredo_core.coordination.ports import CommandStatus
 from laredo_core.deadletters.instance_replay import answer_replay, replay_page
 from laredo_core.deadletters.model import DeadLetter, PipelineId

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from laredo_core.changes import Action, ColumnInfo, RowChange, TableId
-from laredo_core.position import ZERO
+from laredo_kernel.changes import Action, ColumnInfo, RowChange, TableId
+from laredo_kernel.position import ZERO
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.stream.feed import FeedMessage
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from laredo_core.changes import BatchKind, ChangeBatchInfo, TableId
+from laredo_kernel.changes import BatchKind, ChangeBatchInfo, TableId
 from laredo_core.deadletters.recorder import DeadLetterRecorder
-from laredo_core.position import BASELINE_ORDINAL_BASE, Position
+from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
 from laredo_core.stream.feed import UndecodableMessage
 from laredo_core.stream.regressions import PositionRegressions
 

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from laredo_core.position import Position, PositionError
+from laredo_kernel.position import Position, PositionError
 
 from laredo_fanout.application.client_registry import ConnectedClient
 from laredo_fanout.application.send_buffer import Outgoing, SendBuffer

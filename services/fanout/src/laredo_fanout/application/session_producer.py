@@ -17,7 +17,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from laredo_core.changes import Action
+from laredo_kernel.changes import Action
 
 from laredo_fanout.application.client_registry import ClientState, ConnectedClient
 from laredo_fanout.application.send_buffer import Outgoing, SendBuffer

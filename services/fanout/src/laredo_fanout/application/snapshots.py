@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from laredo_core.changes import TableId
-from laredo_core.position import PositionError
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import PositionError
 from laredo_core.rebuild.snapshot_rows import read_verified_rows
 from laredo_core.snapshots.format import (
     FORMAT,

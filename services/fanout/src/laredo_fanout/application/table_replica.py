@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.deadletters.key_watch import KeyWatch
-from laredo_core.position import ZERO, Position
+from laredo_kernel.position import ZERO, Position
 
 from laredo_fanout.application.client_registry import ClientRegistry
 from laredo_fanout.domain.client_buffer import BufferLimits

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.position import Position, PositionError
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.position import Position, PositionError
 
 from laredo_fanout.application.client_registry import ConnectedClient
 from laredo_fanout.application.session import SyncRequestInfo, SyncSession

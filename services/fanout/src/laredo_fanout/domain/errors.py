@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 # Snapshot errors are shared with every snapshot reader and writer; re-exported for the fan-out core.
 from laredo_core.snapshots.errors import SnapshotCorrupt as SnapshotCorrupt
 from laredo_core.snapshots.errors import SnapshotNotFound as SnapshotNotFound

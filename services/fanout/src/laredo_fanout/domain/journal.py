@@ -16,8 +16,8 @@ import secrets
 from collections import Counter
 from dataclasses import dataclass
 
-from laredo_core.changes import Action
-from laredo_core.position import END_OF_LSN, Position
+from laredo_kernel.changes import Action
+from laredo_kernel.position import END_OF_LSN, Position
 
 from laredo_fanout.domain.errors import EntriesPruned, JournalError
 from laredo_fanout.domain.table_state import StoredRow

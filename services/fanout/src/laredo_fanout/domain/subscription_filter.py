@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import Action
-from laredo_core.rows import hashable
+from laredo_kernel.changes import Action
+from laredo_kernel.rows import hashable
 
 from laredo_fanout.domain.errors import InvalidSyncRequest
 

@@ -1,6 +1,6 @@
 """The rows of one table keyed by primary key; every change replaces whole immutable rows.
 
-Values are JSON-compatible (the form laredo_core.jsonvalue gives: what clients see in a Struct and what
+Values are JSON-compatible (the form laredo_kernel.jsonvalue gives: what clients see in a Struct and what
 snapshots store as JSON lines), so a state restored from a snapshot serves exactly the bytes a state built
 from the stream serves; no Python-typed value is needed after the stream codec converted it.
 
@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import Action, RowChange
-from laredo_core.position import Position
-from laredo_core.rows import hashable, merge_unchanged, values_match
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.changes import Action, RowChange
+from laredo_kernel.position import Position
+from laredo_kernel.rows import hashable, merge_unchanged, values_match
+from laredo_kernel.tuples import UNCHANGED
 
 from laredo_fanout.domain.errors import RowWithoutKey
 

@@ -12,11 +12,11 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.deadletters.model import DeadLetter, PipelineId, position_letter_id
 from laredo_core.deadletters.nats_store import letter_msg_id, letter_subject
 from laredo_core.deadletters.records import encode_record
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.domain.batches import OutboundBatch

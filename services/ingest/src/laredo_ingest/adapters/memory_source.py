@@ -12,8 +12,8 @@ import dataclasses
 import struct
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 
-from laredo_core.changes import TableId
-from laredo_core.tuples import RawValue, encode_tuple
+from laredo_kernel.changes import TableId
+from laredo_kernel.tuples import RawValue, encode_tuple
 
 from laredo_ingest.domain.baseline import copy_chunk_full
 from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse, SourceUnavailable

@@ -43,7 +43,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
-from laredo_core.position import format_lsn
+from laredo_kernel.position import format_lsn
 from laredo_core.stream.naming import (
     HEADER_COMMIT_LSN,
     HEADER_END_LSN,

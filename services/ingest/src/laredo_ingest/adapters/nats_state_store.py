@@ -18,7 +18,7 @@ import nats.js.errors
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from laredo_core.position import format_lsn, parse_lsn
+from laredo_kernel.position import format_lsn, parse_lsn
 
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.domain.errors import IngestError, StateStoreUnavailable

@@ -10,7 +10,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
-from laredo_core.errors import ProtocolError
+from laredo_kernel.errors import ProtocolError
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.naming import HEADER_MSG_ID
 

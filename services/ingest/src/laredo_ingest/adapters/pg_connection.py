@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from laredo_core.pgtext import SESSION_SETTINGS
+from laredo_kernel.pgtext import SESSION_SETTINGS
 
 from laredo_ingest.domain.errors import IngestError, SourceUnavailable
 
 
 def session_conninfo(dsn: str) -> str:
-    """The DSN with laredo_core.pgtext.SESSION_SETTINGS appended to `options`, so every connection
+    """The DSN with laredo_kernel.pgtext.SESSION_SETTINGS appended to `options`, so every connection
     (the walsender too) renders values in the text forms the stream promises."""
     params = conninfo_to_dict(dsn)
     settings = " ".join(f"-c {name}={_escape_option(value)}" for name, value in SESSION_SETTINGS.items())

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import psycopg
 from psycopg import pq
 
-from laredo_core.position import format_lsn, parse_lsn
+from laredo_kernel.position import format_lsn, parse_lsn
 
 from laredo_ingest.adapters.pg_connection import connect_error, describe_dsn, session_conninfo, wrap_errors
 from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse, SlotLost

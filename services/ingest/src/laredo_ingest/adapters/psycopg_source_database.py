@@ -8,9 +8,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 import psycopg
 from psycopg import sql
 
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.position import parse_lsn
-from laredo_core.tuples import encode_tuple
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.position import parse_lsn
+from laredo_kernel.tuples import encode_tuple
 
 from laredo_ingest.adapters.pg_connection import connect_error, describe_dsn, session_conninfo, wrap_errors
 from laredo_ingest.domain.baseline import copy_chunk_full

@@ -8,8 +8,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from laredo_core.changes import TableId
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.status import BaselineProgress, IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher

@@ -9,8 +9,8 @@ import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from laredo_core.changes import TableId
-from laredo_core.errors import LaredoError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import LaredoError
 
 
 class ControlAbandoned(LaredoError):

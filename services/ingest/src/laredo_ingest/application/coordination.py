@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.heartbeat import InstanceHeartbeat, LeaderLease
 from laredo_core.coordination.ports import (
     Command,
@@ -34,7 +34,7 @@ from laredo_core.coordination.ports import (
     CoordinationStore,
     CoordinationUnavailable,
 )
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 
 from laredo_ingest.application.control import IngestControl
 from laredo_ingest.application.status import IngestPhase, IngestStatus

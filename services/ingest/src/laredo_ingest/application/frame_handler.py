@@ -16,9 +16,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 
-from laredo_core.changes import BatchKind, TableId
-from laredo_core.errors import ProtocolError
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import BatchKind, TableId
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher

@@ -17,8 +17,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from laredo_core.errors import LaredoError
-from laredo_core.position import format_lsn
+from laredo_kernel.errors import LaredoError
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.baseline import BaselineJob, publish_baseline
 from laredo_ingest.application.control import IngestControl

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.naming import source_subject_filter, stream_name
 
 from laredo_ingest.domain.prerequisites import PublishedTableSpec

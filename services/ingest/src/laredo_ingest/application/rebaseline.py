@@ -25,8 +25,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from laredo_core.changes import TableId
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.baseline import BaselineJob, publish_baseline
 from laredo_ingest.application.options import IngestOptions

@@ -7,8 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from laredo_core.changes import TableId
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.control import IngestControl
 from laredo_ingest.application.frame_handler import FrameHandler

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from laredo_core.position import format_lsn
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.domain.errors import SlotLost

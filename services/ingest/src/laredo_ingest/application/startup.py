@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_ingest.application.options import IngestOptions, KeylessPolicy
 from laredo_ingest.domain.errors import NoTableToServe, PublicationError, SlotInUse, TableWithoutKey

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.position import format_lsn
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.domain.batches import OutboundBatch
 

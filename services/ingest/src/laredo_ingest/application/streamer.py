@@ -21,9 +21,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from laredo_core.changes import TableId
-from laredo_core.errors import LaredoError
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import LaredoError
+from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.control import ControlAction, IngestControl
 from laredo_ingest.application.frame_handler import FrameHandler

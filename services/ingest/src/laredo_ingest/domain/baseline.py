@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from laredo_core.changes import Action, BatchKind
-from laredo_core.position import BASELINE_ORDINAL_BASE
+from laredo_kernel.changes import Action, BatchKind
+from laredo_kernel.position import BASELINE_ORDINAL_BASE
 from laredo_core.stream.naming import baseline_msg_id, control_msg_id, deadletter_subject, table_subject
 
 from laredo_ingest.domain.batches import CHANGE_OVERHEAD_BYTES, ChangeRecord, OutboundBatch

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from laredo_core.changes import Action, BatchKind, ColumnInfo
+from laredo_kernel.changes import Action, BatchKind, ColumnInfo
 
 from laredo_ingest.domain.schema import TableSchema
 

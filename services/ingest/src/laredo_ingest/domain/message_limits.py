@@ -18,10 +18,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from laredo_core.changes import BatchKind
-from laredo_core.position import Position
+from laredo_kernel.changes import BatchKind
+from laredo_kernel.position import Position
 from laredo_core.stream.naming import control_msg_id, deadletter_subject
-from laredo_core.tuples import UNCHANGED, RawValue, decode_tuple_exact, encode_tuple
+from laredo_kernel.tuples import UNCHANGED, RawValue, decode_tuple_exact, encode_tuple
 
 from laredo_ingest.domain.batches import ChangeRecord, OutboundBatch
 from laredo_ingest.domain.schema import TableSchema

@@ -1,7 +1,7 @@
 """pgoutput message decoder (protocol versions 1 and 2): bytes in, message tuples out, ProtocolError otherwise.
 
 Row-change messages are the hot path: their tuples are kept as the raw TupleData
-bytes the stream forwards unchanged (laredo_core.tuples), so an Insert costs one
+bytes the stream forwards unchanged (laredo_kernel.tuples), so an Insert costs one
 unpack and one slice. Messages are NamedTuples because they are created once per
 change; everything here is pure and allocation-aware.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from laredo_core.errors import ProtocolError
+from laredo_kernel.errors import ProtocolError
 
 from laredo_ingest.domain.pgoutput_messages import (  # noqa: F401 - re-exported: the decoder's vocabulary
     Begin,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_ingest.domain.errors import (
     MissingReplicationPrivilege,

@@ -7,7 +7,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 
 from laredo_ingest.domain.pgoutput import Relation
 

@@ -6,8 +6,8 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from laredo_core.changes import TableId
-from laredo_core.position import format_lsn
+from laredo_kernel.changes import TableId
+from laredo_kernel.position import format_lsn
 
 
 class SlotMode(enum.Enum):
@@ -47,7 +47,7 @@ class IngestState:
     reload_tables: tuple[str, ...] = ()
     #: An operator paused reading the slot; a restart (or another instance) stays paused.
     paused: bool = False
-    #: The source's WAL epoch (laredo_core.position.Position.epoch) of the stream's messages.
+    #: The source's WAL epoch (laredo_kernel.position.Position.epoch) of the stream's messages.
     epoch: int = 0
 
     @staticmethod

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from laredo_core.errors import ProtocolError
+from laredo_kernel.errors import ProtocolError
 
 from laredo_ingest.domain.pgoutput import (
     Begin,

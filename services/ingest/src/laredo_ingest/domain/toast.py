@@ -3,15 +3,15 @@
 PostgreSQL does not repeat an out-of-line TOASTed value in an UPDATE's new tuple when the value did not
 change. With REPLICA IDENTITY FULL the old tuple holds every value (the server inlines them), so the new
 row can be completed here and downstream needs no earlier copy of the row. With other identities the
-marker stays; consumers keep their stored value for it (laredo_core.tuples.UNCHANGED).
+marker stays; consumers keep their stored value for it (laredo_kernel.tuples.UNCHANGED).
 """
 
 from __future__ import annotations
 
 import struct
 
-from laredo_core.errors import ProtocolError
-from laredo_core.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.tuples import UNCHANGED, decode_tuple_exact, encode_tuple
 
 _I16 = struct.Struct("!h")
 _I32 = struct.Struct("!i")

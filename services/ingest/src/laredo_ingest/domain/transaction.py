@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from laredo_core.changes import Action, BatchKind, TableId
-from laredo_core.errors import ProtocolError
+from laredo_kernel.changes import Action, BatchKind, TableId
+from laredo_kernel.errors import ProtocolError
 from laredo_core.stream.naming import control_msg_id, deadletter_subject, table_subject, transaction_msg_id
 
 from laredo_ingest.domain.batches import CHANGE_OVERHEAD_BYTES, ChangeRecord, OutboundBatch

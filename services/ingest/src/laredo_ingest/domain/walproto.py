@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from laredo_core.errors import ProtocolError
+from laredo_kernel.errors import ProtocolError
 
 XLOG_DATA = 0x77  # 'w'
 PRIMARY_KEEPALIVE = 0x6B  # 'k'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.memory import InMemoryCoordinationStore, ManualClock
 
 from laredo_oam.domain.watch import ObservedChange

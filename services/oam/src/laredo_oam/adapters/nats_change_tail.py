@@ -28,8 +28,8 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from laredo.stream.v1 import change_stream_pb2 as pb
-from laredo_core.changes import Action, TableId
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, TableId
+from laredo_kernel.position import Position
 from laredo_core.stream import naming
 from laredo_core.stream.nats_connect import connect_nats
 from laredo_core.stream.nats_servers import NatsServers

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus
 from laredo_core.rebuild.pacing import ReplaySpeed
 from laredo_core.rebuild.records import (

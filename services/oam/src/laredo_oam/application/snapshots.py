@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.snapshots.store import SnapshotStore

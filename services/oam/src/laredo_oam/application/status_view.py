@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_oam.application.reports import Reports
 from laredo_oam.domain.catalog import Catalog, ConfiguredTable, PipelineKey, table_from_request

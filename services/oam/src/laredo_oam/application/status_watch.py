@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_oam.application.instance_tracker import InstanceTracker
 from laredo_oam.domain.catalog import Catalog, PipelineKey, table_from_request

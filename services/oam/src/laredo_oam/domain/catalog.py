@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_oam.domain.errors import InvalidRequest
 

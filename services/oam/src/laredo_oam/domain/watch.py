@@ -6,8 +6,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from laredo_core.changes import Action, TableId
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, TableId
+from laredo_kernel.position import Position
 
 from laredo_oam.domain.catalog import PipelineKey
 from laredo_oam.domain.states import PipelineState, ServiceState
@@ -51,7 +51,7 @@ class RowChanged:
 
     key: PipelineKey
     action: Action
-    position: str  # laredo_core.position.Position text, e.g. 0/16B3748:0
+    position: str  # laredo_kernel.position.Position text, e.g. 0/16B3748:0
     xid: int
     unix_ms: int = 0
 

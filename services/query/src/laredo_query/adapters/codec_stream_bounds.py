@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from laredo_core.changes import TableId
-from laredo_core.errors import ProtocolError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import ProtocolError
 from laredo_core.stream.bounds import StreamBoundsReader, StreamBoundsUnavailable
 from laredo_core.stream.codec import decode_batch
 

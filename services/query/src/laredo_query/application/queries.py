@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 
 from laredo_query.application.query_table import QueryTable
 from laredo_query.application.subscriptions import Subscription

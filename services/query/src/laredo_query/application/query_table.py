@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.deadletters.key_watch import KeyWatch
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 from laredo_query.application.subscriptions import SubscriberHub
 from laredo_query.domain.indexed_table import IndexedTable

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from laredo_core.changes import Action, ColumnInfo, RowChange, TableId
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, ColumnInfo, RowChange, TableId
+from laredo_kernel.position import Position
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.format import SnapshotManifest

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from laredo_core.changes import Action, RowChange
-from laredo_core.position import Position
+from laredo_kernel.changes import Action, RowChange
+from laredo_kernel.position import Position
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.format import Checksum, SnapshotManifest, SnapshotPart, decode_part, verify_part
 from laredo_core.snapshots.typed_rows import typed_rows

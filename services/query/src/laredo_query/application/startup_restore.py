@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.snapshots.errors import SnapshotError, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.snapshots.store import SnapshotStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 
 
 class QueryError(LaredoError):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from laredo_core.changes import Action
-from laredo_core.position import Position
+from laredo_kernel.changes import Action
+from laredo_kernel.position import Position
 
 from laredo_query.domain.row_store import StoredRow
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from laredo_core.changes import Action, ColumnInfo, RowChange
+from laredo_kernel.changes import Action, ColumnInfo, RowChange
 
 from laredo_query.domain.errors import IndexNotFound, IndexUnavailable
 from laredo_query.domain.indexes import LOOKUP, PRIMARY, Index, IndexDefinition, build_index

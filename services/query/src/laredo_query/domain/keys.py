@@ -29,10 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from laredo_core.changes import ColumnInfo
-from laredo_core.jsonvalue import to_json_value
-from laredo_core.pgtext import ARRAYS, SCALARS
-from laredo_core.rows import hashable
+from laredo_kernel.changes import ColumnInfo
+from laredo_kernel.jsonvalue import to_json_value
+from laredo_kernel.pgtext import ARRAYS, SCALARS
+from laredo_kernel.rows import hashable
 
 from laredo_query.domain.errors import InvalidKey
 

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import Action, RowChange
-from laredo_core.position import Position
-from laredo_core.rows import merge_unchanged, values_match
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.changes import Action, RowChange
+from laredo_kernel.position import Position
+from laredo_kernel.rows import merge_unchanged, values_match
+from laredo_kernel.tuples import UNCHANGED
 
 from laredo_query.domain.errors import RowWithoutKey
 from laredo_query.domain.keys import Key, KeySpec

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from laredo_core.changes import ColumnInfo, TableId
-from laredo_core.position import Position, PositionError
+from laredo_kernel.changes import ColumnInfo, TableId
+from laredo_kernel.position import Position, PositionError
 from laredo_core.rebuild.meta import column_differences
 from laredo_core.snapshots.format import SnapshotManifest
 

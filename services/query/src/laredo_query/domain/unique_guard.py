@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from laredo_core.changes import Action, RowChange
-from laredo_core.rows import merge_unchanged
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.changes import Action, RowChange
+from laredo_kernel.rows import merge_unchanged
+from laredo_kernel.tuples import UNCHANGED
 
 from laredo_query.domain.errors import RowWithoutKey, UniqueIndexViolation
 from laredo_query.domain.indexes import LOOKUP, Index

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.memory_feed import MemoryChangeFeed
 
 from laredo_snapshot.domain.errors import StreamUnavailable

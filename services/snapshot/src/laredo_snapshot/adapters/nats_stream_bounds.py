@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from laredo_core.changes import TableId
+from laredo_kernel.changes import TableId
 from laredo_core.stream.bounds import StreamBoundsUnavailable
 from laredo_core.stream.nats_bounds import NatsStreamBoundsReader
 

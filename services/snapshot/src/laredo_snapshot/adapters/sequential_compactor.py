@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from laredo_core.changes import ColumnInfo
+from laredo_kernel.changes import ColumnInfo
 from laredo_core.rebuild.snapshot_rows import read_verified_rows
 from laredo_core.rebuild.tail import StreamTail, TailUnavailable
 from laredo_core.snapshots.config import StoreConfig

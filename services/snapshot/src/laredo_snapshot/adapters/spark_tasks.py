@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.rebuild.tail import StreamTail
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.errors import SnapshotCorrupt

@@ -16,7 +16,7 @@ from typing import Any
 
 from laredo_core.coordination.instance import CommandAnswer, InstanceCoordinator, SharedTarget
 from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus, CoordinationStore
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 
 from laredo_snapshot.application.service import SnapshotService
 

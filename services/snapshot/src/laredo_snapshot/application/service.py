@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import TableId
-from laredo_core.errors import LaredoError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import LaredoError
 
 from laredo_snapshot.application.compaction import CompactionOutcome, TableCompaction
 from laredo_snapshot.domain.errors import UnknownTable

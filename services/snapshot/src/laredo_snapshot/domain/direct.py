@@ -15,7 +15,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from laredo_core.changes import BatchKind
+from laredo_kernel.changes import BatchKind
 
 from laredo_snapshot.domain.key_fold import KeyFoldPlan
 from laredo_snapshot.domain.plan import FoldPlan, PositionTuple, ResetKind

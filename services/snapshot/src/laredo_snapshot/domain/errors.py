@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from laredo_core.changes import TableId
-from laredo_core.errors import LaredoError
+from laredo_kernel.changes import TableId
+from laredo_kernel.errors import LaredoError
 
 
 class SnapshotServiceError(LaredoError):

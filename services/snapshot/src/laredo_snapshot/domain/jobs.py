@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from laredo_core.changes import ColumnInfo, TableId
+from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.format import FORMAT, SnapshotManifest, SnapshotPart
 

@@ -103,7 +103,7 @@ def _reset(state: Row | None, reset: Reset, records: list[RecordValue]) -> Row |
 
 def merge_unchanged(row: str, unchanged: tuple[str, ...], stored: Row | None) -> dict[str, Any]:
     """The row with its unchanged TOASTed columns taken from the stored row (dropped when it has none), in
-    column order: laredo_core.rows.merge_unchanged on snapshot lines."""
+    column order: laredo_kernel.rows.merge_unchanged on snapshot lines."""
     values = json.loads(row)
     previous = json.loads(stored) if type(stored) is str else stored
     for name in unchanged:

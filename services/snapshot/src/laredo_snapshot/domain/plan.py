@@ -18,8 +18,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from laredo_core.changes import BatchKind, ColumnInfo
-from laredo_core.position import BASELINE_ORDINAL_BASE, Position
+from laredo_kernel.changes import BatchKind, ColumnInfo
+from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
 from laredo_core.snapshots.format import SnapshotManifest
 
 from laredo_snapshot.domain.records import MessageSummary, key_columns_of, position_pair

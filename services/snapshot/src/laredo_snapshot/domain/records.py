@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo
-from laredo_core.position import Position
-from laredo_core.rows import hashable
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo
+from laredo_kernel.position import Position
+from laredo_kernel.rows import hashable
+from laredo_kernel.tuples import UNCHANGED
 
 from laredo_snapshot.domain.errors import CompactionFailed
 

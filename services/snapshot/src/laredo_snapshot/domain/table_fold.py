@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from laredo_core.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange
-from laredo_core.position import BASELINE_ORDINAL_BASE, Position
-from laredo_core.rows import merge_unchanged, values_match
+from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange
+from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
+from laredo_kernel.rows import merge_unchanged, values_match
 
 from laredo_snapshot.domain.records import Key, key_of
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import grpc
-from laredo_core.errors import LaredoError
+from laredo_kernel.errors import LaredoError
 
 from laredo_fanout.domain.errors import (
     ClientFellBehind,

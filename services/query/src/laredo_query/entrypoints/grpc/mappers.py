@@ -7,8 +7,8 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from laredo_core.changes import Action
-from laredo_core.jsonvalue import row_to_json
+from laredo_kernel.changes import Action
+from laredo_kernel.jsonvalue import row_to_json
 
 from laredo_query.application.queries import RowPage
 from laredo_query.domain.errors import InvalidRequest

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from laredo_core.errors import ProtocolError
-from laredo_core.tuples import UNCHANGED, decode_tuple, decode_tuple_exact, encode_tuple
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.tuples import UNCHANGED, decode_tuple, decode_tuple_exact, encode_tuple
 
 raw_values = st.lists(st.one_of(st.none(), st.just(UNCHANGED), st.binary(max_size=50)), max_size=20)
 

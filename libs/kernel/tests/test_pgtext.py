@@ -5,9 +5,9 @@ from decimal import Decimal
 
 import pytest
 
-from laredo_core.errors import ProtocolError
-from laredo_core.jsonvalue import to_json_value
-from laredo_core.pgtext import bytes_converter_for, convert_text, converter_for
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.jsonvalue import to_json_value
+from laredo_kernel.pgtext import bytes_converter_for, convert_text, converter_for
 
 UTC = dt.timezone.utc
 

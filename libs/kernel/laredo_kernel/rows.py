@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from laredo_core.tuples import UNCHANGED
+from laredo_kernel.tuples import UNCHANGED
 
 
 def merge_unchanged(new_values: Mapping[str, Any], stored: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from laredo_core.position import BASELINE_ORDINAL_BASE, END_OF_LSN, Position, PositionError
+from laredo_kernel.position import BASELINE_ORDINAL_BASE, END_OF_LSN, Position, PositionError
 
 
 @pytest.mark.parametrize(("text", "position"), [

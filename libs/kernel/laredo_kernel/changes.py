@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from laredo_core.position import Position
+from laredo_kernel.position import Position
 
 
 class Action(enum.Enum):
@@ -57,7 +57,7 @@ class ColumnInfo:
 class RowChange:
     """One applied-ready change: typed rows keyed by column name.
 
-    `new` may hold UNCHANGED (laredo_core.tuples) for unchanged TOASTed values:
+    `new` may hold UNCHANGED (laredo_kernel.tuples) for unchanged TOASTed values:
     the consumer keeps its stored value for those columns. `old` holds the
     replica identity key (old_is_key_only) or the full old row, or is None.
     """
@@ -88,7 +88,7 @@ class ChangeBatchInfo:
     baseline_row_count: int = 0
     old_columns: tuple[ColumnInfo, ...] = ()
     reason: str = ""
-    epoch: int = 0  # the source's WAL epoch (laredo_core.position.Position.epoch)
+    epoch: int = 0  # the source's WAL epoch (laredo_kernel.position.Position.epoch)
 
     def position(self, ordinal: int) -> Position:
         """A position of this message's transaction or baseline (control batches: BASELINE_BEGIN's, END's)."""

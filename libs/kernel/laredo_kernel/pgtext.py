@@ -14,8 +14,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from laredo_core.errors import ProtocolError
-from laredo_core.jsonvalue import numeric_text, to_json_value
+from laredo_kernel.errors import ProtocolError
+from laredo_kernel.jsonvalue import numeric_text, to_json_value
 
 Converter = Callable[[str], Any]
 #: Converts the raw text-form bytes of one value; the fast path of the stream codec.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from laredo_core.errors import ProtocolError
+from laredo_kernel.errors import ProtocolError
 
 
 class _Unchanged:
