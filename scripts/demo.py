@@ -21,7 +21,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from laredo_client.replica import SyncReplica  # noqa: E402
-from laredo_core.jsonvalue import row_to_json  # noqa: E402
+from laredo_kernel.jsonvalue import row_to_json  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 from tests.e2e.harness import ServiceProcess, free_port, write_config  # noqa: E402
 
