@@ -1,9 +1,9 @@
 """A whole Laredo system as processes, for end-to-end tests of operations through OAM.
 
 ingest, fan-out, query and OAM run on one table of a throwaway PostgreSQL, NATS and Redis (the test run's
-shared Redis, or one of the system's own that a test may stop and start). Helpers compare what consumers hold with the table:
-a fan-out client (laredo_client SyncReplica, failing on any gap or repeat of sequences) and the query
-service's ListRows, against SELECT *.
+shared Redis, or one of the system's own that a test may stop and start). Helpers compare what consumers hold
+with the table: the client library users run (LaredoClient, checked for failures, sequence gaps and ended
+streams) and the query service's ListRows, against SELECT *.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import psycopg
 from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import oam_pb2_grpc, query_pb2, query_pb2_grpc
-from laredo_client.replica import SyncReplica
+from laredo_client import LaredoClient
 from laredo_kernel.changes import TableId
 from laredo_kernel.jsonvalue import row_to_json
 from laredo_testing.servers import RedisServer
 
 from tests.e2e.harness import ServiceProcess, free_port, mixed_changes
 
-__all__ = ["SERVICES", "SOURCE", "ChangeWriter", "System", "SystemConfig", "connected_replica",
+__all__ = ["SERVICES", "SOURCE", "ChangeWriter", "LibraryReplica", "System", "SystemConfig", "connected_replica",
            "everyone_equals_the_table", "query_rows", "running_system", "table_rows"]
 
 SOURCE = "pg"
@@ -141,18 +141,33 @@ def running_system(pg_dsn: str, nats_url: str, prefix: str, table: TableId, tmp_
                          "WHERE slot_name = %s AND NOT active", (f"slot_{prefix}",))
 
 
+class LibraryReplica:
+    """The table as the client library users run (LaredoClient) holds it. Every read also checks what the tests
+    ask of the stream: the client has not failed, saw no sequence gap, and (unless `reconnects`) still reads the
+    stream it opened first."""
+
+    def __init__(self, client: LaredoClient, *, reconnects: bool = False) -> None:
+        self.client, self._reconnects = client, reconnects
+
+    def rows(self) -> dict[int, dict[str, Any]]:
+        self.check()
+        return {int(row["id"]): row for row in self.client.all()}
+
+    def check(self) -> None:
+        client, stats = self.client, self.client.stats
+        assert client.failure is None, f"the client failed: {client.failure}"
+        assert stats.sequence_gaps == 0, f"the client saw {stats.sequence_gaps} sequence gap(s): {stats}"
+        assert self._reconnects or stats.streams_opened == 1, f"the client's first stream ended: {stats}"
+
+
 @asynccontextmanager
-async def connected_replica(system: System, client_id: str) -> AsyncIterator[tuple[SyncReplica, asyncio.Task[None]]]:
-    """A fan-out client of the table, ready (baseline received), and the task running it."""
-    async with system.channel("fanout") as channel:
-        rep = SyncReplica(channel, system.table.schema, system.table.name, client_id=client_id)
-        task = asyncio.create_task(rep.run())  # raises SequenceGapError on any gap or repeat
-        await rep.wait_ready(60)
-        try:
-            yield rep, task
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+async def connected_replica(system: System, client_id: str, *,
+                            reconnects: bool = False) -> AsyncIterator[LibraryReplica]:
+    """A client of the table through the fan-out, ready (snapshot received)."""
+    async with LaredoClient(f"127.0.0.1:{system.ports['fanout']}", system.table.schema, system.table.name,
+                            client_id=client_id) as client:
+        await client.await_ready(60)
+        yield LibraryReplica(client, reconnects=reconnects)
 
 
 def table_rows(dsn: str, table: TableId) -> dict[int, dict[str, Any]]:
@@ -182,11 +197,11 @@ async def query_rows(system: System) -> dict[int, dict[str, Any]]:
                 return rows
 
 
-async def everyone_equals_the_table(system: System, rep: SyncReplica) -> bool:
+async def everyone_equals_the_table(system: System, rep: LibraryReplica) -> bool:
     """Whether the fan-out client and the query service both hold exactly the table's rows (services alive)."""
     system.assert_running()
     expected = await asyncio.to_thread(table_rows, system.dsn, system.table)
-    if {key[0]: row for key, row in rep.state.rows.items()} != expected:
+    if rep.rows() != expected:
         return False
     return await query_rows(system) == {k: as_struct_values(v) for k, v in expected.items()}
 

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import nats
 import psycopg
 import pytest
 
-from laredo_client.replica import SyncReplica
+from laredo_client import LaredoClient
 from laredo_kernel.jsonvalue import row_to_json
 from laredo_kernel.position import parse_lsn
 from laredo_core.stream.naming import HEADER_COMMIT_LSN, HEADER_END_LSN, HEADER_KIND, stream_name
 from laredo_testing.eventually import eventually
 
 from tests.e2e.harness import ServiceProcess, create_table, free_port, mixed_changes, write_config
+from tests.e2e.system import LibraryReplica
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,15 +39,20 @@ class Pipeline:
     fanout: ServiceProcess
     fanout_port: int
 
-    def channel(self) -> grpc.aio.Channel:
-        return grpc.aio.insecure_channel(f"127.0.0.1:{self.fanout_port}")
+    @contextlib.asynccontextmanager
+    async def client(self, client_id: str) -> AsyncIterator[LibraryReplica]:
+        """The client library users run, ready (snapshot received)."""
+        schema, table = self.table.split(".")
+        async with LaredoClient(f"127.0.0.1:{self.fanout_port}", schema, table, client_id=client_id) as client:
+            await client.await_ready(60)
+            yield LibraryReplica(client)
 
 
-def table_rows(dsn: str, table: str) -> dict[tuple[int], dict]:
+def table_rows(dsn: str, table: str) -> dict[int, dict]:
     with psycopg.connect(dsn, options="-c TimeZone=UTC") as conn:
         cur = conn.execute(f"SELECT {COLUMNS} FROM {table}")
         names = [d.name for d in cur.description]
-        return {(r[0],): row_to_json(dict(zip(names, r))) for r in cur.fetchall()}
+        return {r[0]: row_to_json(dict(zip(names, r))) for r in cur.fetchall()}
 
 
 def apply_mixed_changes(dsn: str, table: str, transactions: int, per_txn: int, first_new_id: int,
@@ -91,49 +97,37 @@ def pipeline(pg_dsn: str, nats_url: str, unique_name: str, tmp_path: Path) -> It
 
 
 @pytest.fixture
-async def replica(pipeline: Pipeline) -> AsyncIterator[SyncReplica]:
-    async with pipeline.channel() as channel:
-        schema, table = pipeline.table.split(".")
-        rep = SyncReplica(channel, schema, table, client_id="e2e-first")
-        task = asyncio.create_task(rep.run())
-        await rep.wait_ready(60)
+async def replica(pipeline: Pipeline) -> AsyncIterator[LibraryReplica]:
+    async with pipeline.client("e2e-first") as rep:
         yield rep
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
-async def replica_matches(rep: SyncReplica, pipeline: Pipeline) -> bool:
+async def replica_matches(rep: LibraryReplica, pipeline: Pipeline) -> bool:
     expected = await asyncio.to_thread(table_rows, pipeline.dsn, pipeline.table)
-    return rep.state.rows == expected
+    return rep.rows() == expected  # and the client saw no gap, on the one stream it opened
 
 
-async def test_replica_equals_table_after_baseline_and_mixed_changes(pipeline: Pipeline, replica: SyncReplica):
-    assert len(replica.state.rows) == 10_000
+async def test_replica_equals_table_after_baseline_and_mixed_changes(pipeline: Pipeline, replica: LibraryReplica):
+    assert len(replica.rows()) == 10_000
     await asyncio.to_thread(apply_mixed_changes, pipeline.dsn, pipeline.table, 200, 10, 10_001)
     await eventually(lambda: replica_matches(replica, pipeline), timeout=60,
-                     what="the Sync client's replica equals SELECT * of the table")
-    assert replica.state.sequences == list(range(replica.state.sequences[0], replica.state.last_sequence + 1))
+                     what="the client's replica equals SELECT * of the table")
+    assert replica.client.stats.entries_applied >= 2_000
 
 
 async def test_second_client_mid_stream_gets_snapshot_then_contiguous_tail(pipeline: Pipeline,
-                                                                           replica: SyncReplica):
+                                                                           replica: LibraryReplica):
     writer = asyncio.create_task(asyncio.to_thread(apply_mixed_changes, pipeline.dsn, pipeline.table,
                                                    200, 10, 10_001, 11, 0.02))
-    await eventually(lambda: len(replica.state.sequences) > 300, timeout=60, what="changes flowing to client 1")
-    async with pipeline.channel() as channel:
-        schema, table = pipeline.table.split(".")
-        second = SyncReplica(channel, schema, table, client_id="e2e-second")
-        task = asyncio.create_task(second.run())  # raises SequenceGapError on any gap or repeat
-        await second.wait_ready(60)
+    await eventually(lambda: replica.client.stats.entries_applied > 300, timeout=60,
+                     what="changes flowing to client 1")
+    async with pipeline.client("e2e-second") as second:
         assert not writer.done(), "the writer finished before the second client connected: slow it down"
         await writer
         await eventually(lambda: replica_matches(second, pipeline), timeout=60,
                          what="the second client's replica equals the table")
-        assert not task.done(), f"second stream ended early: {task}"
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-    assert second.state.modes[0] == 1  # SYNC_MODE_FULL_SNAPSHOT
-    assert second.state.sequences == list(range(second.state.sequences[0], second.state.last_sequence + 1))
+        assert second.client.stats.modes[0] == "FULL_SNAPSHOT", second.client.stats
+        assert second.client.stats.entries_applied > 0
     assert await replica_matches(replica, pipeline)
 
 
@@ -172,7 +166,7 @@ def confirmed_flush(dsn: str, slot: str) -> int:
     return parse_lsn(row[0]) if row and row[0] else 0
 
 
-async def test_ingest_killed_twice_mid_stream_loses_nothing(pipeline: Pipeline, replica: SyncReplica):
+async def test_ingest_killed_twice_mid_stream_loses_nothing(pipeline: Pipeline, replica: LibraryReplica):
     samples: list[tuple[int, int]] = []  # (confirmed_flush_lsn, stream last seq read just after)
     stop_sampling = asyncio.Event()
 
@@ -186,7 +180,7 @@ async def test_ingest_killed_twice_mid_stream_loses_nothing(pipeline: Pipeline, 
     writer = asyncio.create_task(asyncio.to_thread(apply_mixed_changes, pipeline.dsn, pipeline.table,
                                                    200, 10, 10_001, 13, 0.02))
     for kill_after in (400, 1200):
-        await eventually(lambda n=kill_after: len(replica.state.sequences) >= n, timeout=60,
+        await eventually(lambda n=kill_after: replica.client.stats.entries_applied >= n, timeout=60,
                          what=f"{kill_after} changes reached the client before the kill")
         pipeline.ingest.kill()
         pipeline.ingest.start()

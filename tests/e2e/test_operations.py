@@ -1,8 +1,8 @@
 """Operating a running system through OAM: pause and resume, reload under load, a Redis outage.
 
 ingest, fan-out, query and OAM run as real processes on a throwaway PostgreSQL, NATS and Redis (this module's
-own Redis, so it can be stopped). A fan-out client (SyncReplica) and the query service's ListRows are
-compared with SELECT * of the table.
+own Redis, so it can be stopped). A fan-out client (the client library, LaredoClient) and the query service's
+ListRows are compared with SELECT * of the table.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import oam_pb2, query_pb2
-from laredo_client.replica import SyncReplica
 from laredo.stream.v1 import change_stream_pb2 as spb
 from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_kernel.position import parse_lsn
@@ -32,6 +31,7 @@ from tests.e2e.harness import create_table
 from tests.e2e.system import (
     SOURCE,
     ChangeWriter,
+    LibraryReplica,
     System,
     SystemConfig,
     connected_replica,
@@ -56,8 +56,8 @@ def system(pg_dsn: str, nats_url: str, unique_name: str, tmp_path: Path) -> Iter
 
 
 @pytest.fixture
-async def replica(system: System) -> AsyncIterator[SyncReplica]:
-    async with connected_replica(system, "operations") as (rep, _):
+async def replica(system: System) -> AsyncIterator[LibraryReplica]:
+    async with connected_replica(system, "operations") as rep:
         yield rep
 
 
@@ -75,8 +75,8 @@ async def source_phase(system: System) -> str:
 
 
 async def test_pause_holds_every_change_and_resume_delivers_all_of_them(system: System,
-                                                                        replica: SyncReplica) -> None:
-    before = len(replica.state.rows)
+                                                                        replica: LibraryReplica) -> None:
+    before = len(replica.rows())
     reply = await system.oam("PauseSync", oam_pb2.PauseSyncRequest(source_id=SOURCE))
     assert reply.state == oam_pb2.SERVICE_STATE_PAUSED
     await eventually(lambda: _phase_is(system, "paused"), timeout=20, what="OAM to report the source paused")
@@ -90,12 +90,12 @@ async def test_pause_holds_every_change_and_resume_delivers_all_of_them(system: 
     # Paused means nothing is read: a few seconds later neither consumer has seen one of the 1,000 rows.
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
-        assert len(replica.state.rows) == before, "a change arrived while the source was paused"
+        assert len(replica.rows()) == before, "a change arrived while the source was paused"
         assert await query_count(system) == before
         await asyncio.sleep(0.2)
 
     await system.oam("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=SOURCE))
-    await eventually(lambda: len(replica.state.rows) == before + 1_000, timeout=60,
+    await eventually(lambda: len(replica.rows()) == before + 1_000, timeout=60,
                      what="all 1,000 rows inserted while paused to reach the fan-out client")
     await eventually(lambda: everyone_equals_the_table(system, replica), timeout=60,
                      what="fan-out client and query to equal the table after resume")
@@ -106,12 +106,12 @@ async def _phase_is(system: System, phase: str) -> bool:
 
 
 async def test_reload_under_load_leaves_no_row_the_table_does_not_have(system: System,
-                                                                        replica: SyncReplica) -> None:
+                                                                        replica: LibraryReplica) -> None:
     # Ghost rows: changes the consumers applied but PostgreSQL never had (as after a lost delete). Only a
     # reload that sweeps rows absent from the new baseline removes them.
     ghosts = [900_001, 900_002, 900_003]
     await publish_ghost_inserts(system, ghosts)
-    await eventually(lambda: all((g,) in replica.state.rows for g in ghosts), timeout=30,
+    await eventually(lambda: all(g in replica.rows() for g in ghosts), timeout=30,
                      what="the ghost rows to reach the fan-out client")
     with psycopg.connect(system.dsn, autocommit=True) as conn:
         conn.execute(f"DELETE FROM {system.table} WHERE id BETWEEN 1 AND 50")
@@ -126,8 +126,8 @@ async def test_reload_under_load_leaves_no_row_the_table_does_not_have(system: S
                          what="changes to keep flowing for 5 s after the reload")
     await eventually(lambda: everyone_equals_the_table(system, replica), timeout=90,
                      what="fan-out client and query to equal the table after the reload")
-    assert not any((g,) in replica.state.rows for g in ghosts)
-    assert not any((i,) in replica.state.rows for i in range(1, 51))
+    assert not any(g in replica.rows() for g in ghosts)
+    assert not any(i in replica.rows() for i in range(1, 51))
 
 
 async def publish_ghost_inserts(system: System, ids: list[int]) -> None:
@@ -156,7 +156,7 @@ async def publish_ghost_inserts(system: System, ids: list[int]) -> None:
 
 
 async def test_a_redis_outage_loses_no_change_and_oam_recovers_without_a_restart(system: System,
-                                                                                   replica: SyncReplica) -> None:
+                                                                                   replica: LibraryReplica) -> None:
     redis = system.redis
     assert redis is not None, "the system runs on a Redis of its own, which the test stops"
     await eventually(lambda: _phase_is(system, "streaming"), timeout=20, what="OAM to report the source streaming")
@@ -164,14 +164,14 @@ async def test_a_redis_outage_loses_no_change_and_oam_recovers_without_a_restart
         await eventually(lambda: writer.changes >= 200, timeout=30, what="changes to flow")
         redis.stop()
         outage_ends = time.monotonic() + OUTAGE_SECONDS
-        sequence_at_stop = replica.state.last_sequence
+        sequence_at_stop = replica.client.last_sequence
 
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await system.oam("GetStatus", oam_pb2.GetStatusRequest())
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "coordination store" in (caught.value.details() or "")
         # Data keeps flowing to both consumers while Redis is down.
-        await eventually(lambda: replica.state.last_sequence >= sequence_at_stop + 500, timeout=OUTAGE_SECONDS,
+        await eventually(lambda: replica.client.last_sequence >= sequence_at_stop + 500, timeout=OUTAGE_SECONDS,
                          what="changes to keep reaching the fan-out client during the outage")
         count_during = await query_count(system)
         await eventually(lambda: _count_moved(system, count_during), timeout=OUTAGE_SECONDS,
@@ -197,7 +197,7 @@ async def _count_moved(system: System, before: int) -> bool:
 
 
 async def test_every_status_configuration_and_administration_rpc_on_the_running_system(
-        system: System, replica: SyncReplica) -> None:
+        system: System, replica: LibraryReplica) -> None:
     schema, name = system.table.schema, system.table.name
     fanout_pipeline = f"{SOURCE}:{system.table}:replication-fanout"
     query_pipeline = f"{SOURCE}:{system.table}:indexed-memory"
