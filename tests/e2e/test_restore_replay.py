@@ -2,8 +2,8 @@
 
 ingest, fan-out, query and OAM run as real processes on a throwaway PostgreSQL, NATS and Redis; snapshots go to
 a local directory named by the fan-out target (the query service reads the same store). A fan-out client
-(laredo_client SyncReplica: it fails on any gap or repeat of sequences) stays connected across the restore,
-and the query service's ListRows and the client are compared with SELECT * of the table.
+(the client library, LaredoClient, checked for gaps and for keeping its first stream) stays connected across
+the restore, and the query service's ListRows and the client are compared with SELECT * of the table.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import oam_pb2
-from laredo_client.replica import SyncReplica
 from laredo_kernel.changes import TableId
 from laredo_testing.eventually import eventually
 
@@ -31,6 +30,7 @@ from tests.e2e.harness import create_table, mixed_changes
 from tests.e2e.system import (
     SOURCE,
     ChangeWriter,
+    LibraryReplica,
     System,
     SystemConfig,
     connected_replica,
@@ -54,7 +54,7 @@ def system(pg_dsn: str, nats_url: str, redis_url: str, unique_name: str, tmp_pat
 
 
 @pytest.fixture
-async def replica(system: System) -> AsyncIterator[tuple[SyncReplica, asyncio.Task[None]]]:
+async def replica(system: System) -> AsyncIterator[LibraryReplica]:
     async with connected_replica(system, "restore-watcher") as connected:
         yield connected
 
@@ -88,8 +88,8 @@ async def oam_error(system: System, rpc: str, request: Any) -> grpc.StatusCode:
 
 
 async def test_restore_re_baselines_fanout_and_query_while_a_client_stays_connected(
-        system: System, replica: tuple[SyncReplica, asyncio.Task[None]]) -> None:
-    rep, client = replica
+        system: System, replica: LibraryReplica) -> None:
+    rep = replica
     snapshot_id = await take_snapshot(system)
     with psycopg.connect(system.dsn, autocommit=True) as conn:
         mixed_changes(conn, str(system.table), random.Random(3), list(range(1, 2_001)), 10_001, 300)
@@ -101,7 +101,7 @@ async def test_restore_re_baselines_fanout_and_query_while_a_client_stays_connec
     assert await oam_error(system, "RestoreSnapshot", oam_pb2.RestoreSnapshotRequest(
         snapshot_id="20000101T000000000Z-0-000000", confirm=True)) is grpc.StatusCode.NOT_FOUND
 
-    sequence_before = rep.state.last_sequence
+    sequence_before = rep.client.last_sequence
     with ChangeWriter(system.dsn, system.table, rate=200, first_id=20_001, seed=5) as writer:
         await eventually(lambda: writer.changes >= 100, timeout=30, what="changes to flow during the restore")
         reply = await system.oam("RestoreSnapshot", oam_pb2.RestoreSnapshotRequest(snapshot_id=snapshot_id,
@@ -117,13 +117,13 @@ async def test_restore_re_baselines_fanout_and_query_while_a_client_stays_connec
         await eventually(lambda: writer.changes >= written + 100, timeout=30, what="changes after the restore")
     await eventually(lambda: everyone_equals_the_table(system, rep), timeout=60,
                      what="fan-out client and query to equal the table after the restore")
-    assert not client.done(), "the client's stream ended (a gap or repeat of sequences raises)"
-    assert rep.state.last_sequence > sequence_before
+    rep.check()  # no gap, its first stream still open
+    assert rep.client.last_sequence > sequence_before
 
 
 async def test_replay_completes_and_a_slow_one_stops(system: System,
-                                                      replica: tuple[SyncReplica, asyncio.Task[None]]) -> None:
-    rep, _ = replica
+                                                      replica: LibraryReplica) -> None:
+    rep = replica
     snapshot_id = await take_snapshot(system)
     for i in range(3):  # commits a quarter second apart: at 0.01x the replay waits 25 s between them
         system.sql(f"UPDATE {system.table} SET qty = %s WHERE id = %s", (1_000 + i, i + 1))

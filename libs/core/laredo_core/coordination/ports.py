@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from laredo_kernel.errors import LaredoError
+from laredo_kernel.errors import ErrorKind, LaredoError
 
 
 class CoordinationUnavailable(LaredoError):
     """The coordination store cannot be reached; retry later. Data keeps flowing meanwhile."""
 
+    kind = ErrorKind.UNAVAILABLE
     retryable = True
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laredo_kernel.changes import TableId
-from laredo_kernel.errors import LaredoError
+from laredo_kernel.errors import ErrorKind, LaredoError
 
 #: change_index of a letter that stands for a whole stream message.
 WHOLE_MESSAGE = -1
@@ -32,6 +32,7 @@ class DeadLetterStoreError(LaredoError):
 class DeadLetterStoreUnavailable(DeadLetterStoreError):
     """The dead-letter store cannot be reached; retry later. Data keeps flowing meanwhile."""
 
+    kind = ErrorKind.UNAVAILABLE
     retryable = True
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from laredo_kernel.errors import LaredoError
+from laredo_kernel.errors import ErrorKind, LaredoError
 
 
 class SnapshotError(LaredoError):
@@ -11,6 +11,8 @@ class SnapshotError(LaredoError):
 
 class SnapshotNotFound(SnapshotError):
     """No stored snapshot (or part of one) has the requested id."""
+
+    kind = ErrorKind.NOT_FOUND
 
     def __init__(self, snapshot_id: str) -> None:
         super().__init__(f"snapshot {snapshot_id!r} not found (ListSnapshots shows the retained ones)")

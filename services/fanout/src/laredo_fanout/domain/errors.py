@@ -1,8 +1,8 @@
-"""Fan-out errors: one base class, typed subclasses; the gRPC entrypoint maps each to a status code."""
+"""Fan-out errors: one base class, typed subclasses, each of a kind (laredo_core.grpc_errors maps kinds to codes)."""
 
 from __future__ import annotations
 
-from laredo_kernel.errors import LaredoError
+from laredo_kernel.errors import ErrorKind, LaredoError
 # Snapshot errors are shared with every snapshot reader and writer; re-exported for the fan-out core.
 from laredo_core.snapshots.errors import SnapshotCorrupt as SnapshotCorrupt
 from laredo_core.snapshots.errors import SnapshotNotFound as SnapshotNotFound
@@ -24,9 +24,13 @@ class RowWithoutKey(ChangeNotApplicable):
 class InvalidSyncRequest(FanoutError):
     """A request lacks a required field or carries a malformed one."""
 
+    kind = ErrorKind.INVALID_REQUEST
+
 
 class TargetNotFound(FanoutError):
     """No fan-out target is configured for the requested table."""
+
+    kind = ErrorKind.NOT_FOUND
 
     def __init__(self, schema: str, table: str) -> None:
         super().__init__(f"no fan-out target for {schema}.{table}")
@@ -36,12 +40,14 @@ class TargetNotFound(FanoutError):
 class TooManyClients(FanoutError):
     """The target already serves max_clients Sync streams."""
 
+    kind = ErrorKind.EXHAUSTED
     retryable = True
 
 
 class ClientFellBehind(FanoutError):
     """The journal was pruned past the entries a live client still needed."""
 
+    kind = ErrorKind.ABORTED
     retryable = True
 
     def __init__(self, client_id: str, cursor: int, oldest: int) -> None:
@@ -54,6 +60,8 @@ class ClientFellBehind(FanoutError):
 
 class NotAvailableYet(FanoutError):
     """A protocol feature this release does not provide."""
+
+    kind = ErrorKind.UNIMPLEMENTED
 
 
 class JournalError(FanoutError):
@@ -71,6 +79,7 @@ class EntriesPruned(FanoutError):
 class ClientTooSlow(FanoutError):
     """A client's send buffer is full and the policy is drop_disconnect (in any phase of its stream)."""
 
+    kind = ErrorKind.EXHAUSTED
     retryable = True
 
     def __init__(self, client_id: str, max_size: int, sequence: int, phase: str = "live") -> None:
@@ -87,6 +96,7 @@ class ClientTooSlow(FanoutError):
 class InstanceBehind(FanoutError):
     """The client resumes at a position this instance has not applied yet, and it did not get there in time."""
 
+    kind = ErrorKind.UNAVAILABLE
     retryable = True
 
     def __init__(self, table: object, position: str, applied: str, waited: float) -> None:
@@ -100,8 +110,11 @@ class InstanceBehind(FanoutError):
 class TargetDrained(FanoutError):
     """The target was drained and its deadline passed: clients must use another instance."""
 
+    kind = ErrorKind.UNAVAILABLE
     retryable = True
 
 
 class SnapshotsNotConfigured(FanoutError):
     """The target has no snapshot store."""
+
+    kind = ErrorKind.PRECONDITION_FAILED

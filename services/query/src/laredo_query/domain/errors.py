@@ -1,10 +1,10 @@
-"""Query errors: one base class, typed subclasses; the gRPC entrypoint maps each to a status code."""
+"""Query errors: one base class, typed subclasses, each of a kind (laredo_core.grpc_errors maps kinds to codes)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from laredo_kernel.errors import LaredoError
+from laredo_kernel.errors import ErrorKind, LaredoError
 
 
 class QueryError(LaredoError):
@@ -13,6 +13,8 @@ class QueryError(LaredoError):
 
 class InvalidRequest(QueryError):
     """A request lacks a required field or carries a malformed one (INVALID_ARGUMENT)."""
+
+    kind = ErrorKind.INVALID_REQUEST
 
 
 class InvalidKey(InvalidRequest):
@@ -26,6 +28,8 @@ class InvalidPageToken(InvalidRequest):
 class TableNotFound(QueryError):
     """No indexed-memory target is configured for the table (NOT_FOUND)."""
 
+    kind = ErrorKind.NOT_FOUND
+
     def __init__(self, schema: str, table: str, known: Iterable[str]) -> None:
         names = ", ".join(sorted(known)) or "none"
         super().__init__(f"no indexed-memory target for {schema}.{table} on this query service "
@@ -35,6 +39,8 @@ class TableNotFound(QueryError):
 class IndexNotFound(QueryError):
     """The table has no index of that name (NOT_FOUND)."""
 
+    kind = ErrorKind.NOT_FOUND
+
     def __init__(self, table: str, index_name: str, known: Iterable[str]) -> None:
         super().__init__(f"{table} has no index named {index_name!r} (indexes: {', '.join(known)})")
 
@@ -42,10 +48,13 @@ class IndexNotFound(QueryError):
 class IndexUnavailable(QueryError):
     """The index is configured but cannot work with the table's columns (FAILED_PRECONDITION)."""
 
+    kind = ErrorKind.PRECONDITION_FAILED
+
 
 class TableNotReady(QueryError):
     """The table's first baseline is not loaded yet, so answers would be incomplete (UNAVAILABLE)."""
 
+    kind = ErrorKind.UNAVAILABLE
     retryable = True
 
 
@@ -56,12 +65,14 @@ class SubscriptionEnded(QueryError):
 class SubscriberOverflowed(SubscriptionEnded):
     """The subscriber's buffer overflowed under the close-on-overflow policy (ABORTED)."""
 
+    kind = ErrorKind.ABORTED
     retryable = True
 
 
 class ServiceStopping(SubscriptionEnded):
     """The service is shutting down (UNAVAILABLE)."""
 
+    kind = ErrorKind.UNAVAILABLE
     retryable = True
 
 

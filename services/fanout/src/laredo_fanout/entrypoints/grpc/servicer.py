@@ -15,12 +15,12 @@ from typing import Any
 import grpc
 
 from laredo.replication.v1 import replication_pb2 as pb
+from laredo_core.grpc_errors import status_for
 from laredo_core.snapshots.errors import SnapshotError
 
 from laredo_fanout.application.targets import FanoutTargets
 from laredo_fanout.domain.errors import ClientFellBehind, ClientTooSlow, FanoutError
 from laredo_fanout.entrypoints.grpc import mappers
-from laredo_fanout.entrypoints.grpc.errors import status_for
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""One map from OAM's errors to gRPC status codes, applied around every implemented RPC, whose answers and
-error messages leave scrubbed (entrypoints/grpc/redacted.py)."""
+"""OAM's errors as gRPC statuses (the shared map of laredo_core.grpc_errors), applied around every implemented
+RPC, whose answers and error messages leave scrubbed (entrypoints/grpc/redacted.py)."""
 
 from __future__ import annotations
 
@@ -9,45 +9,25 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from laredo_core.grpc_errors import status_for as shared_status_for
 from laredo_core.redaction import scrub
 
-from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed, SnapshotStoreFailed
 from laredo_oam.entrypoints.grpc.redacted import redacted
-from laredo_oam.ports import CoordinationUnavailable, DeadLetterStoreError, DeadLetterStoreUnavailable
+from laredo_oam.ports import CoordinationUnavailable, DeadLetterStoreUnavailable
 
 log = logging.getLogger(__name__)
-
-_CODES: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
-    (InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT),
-    (NotFound, grpc.StatusCode.NOT_FOUND),
-    (PreconditionFailed, grpc.StatusCode.FAILED_PRECONDITION),
-    (CommandTimedOut, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (CoordinationUnavailable, grpc.StatusCode.UNAVAILABLE),
-    (DeadLetterStoreUnavailable, grpc.StatusCode.UNAVAILABLE),
-    (DeadLetterStoreError, grpc.StatusCode.INTERNAL),
-    (SnapshotStoreFailed, grpc.StatusCode.INTERNAL),
-)
-
 R = TypeVar("R")
 
 
-def status_code_for(error: Exception) -> grpc.StatusCode | None:
-    return next((code for kind, code in _CODES if isinstance(error, kind)), None)
-
-
 def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
-    """The status code and scrubbed message OAM answers `error` with; an unexpected error is UNKNOWN (as grpc
-    would answer it, but without quoting a secret the error may hold) and logged with its traceback."""
-    code = status_code_for(error)
-    if code is None:
-        log.error("unexpected error answered UNKNOWN", exc_info=error)
-        return grpc.StatusCode.UNKNOWN, scrub(f"Unexpected {type(error)}: {error}")
-    message = str(error)
+    """The status code (laredo_core.grpc_errors, as every service) and scrubbed message OAM answers `error`
+    with; the stores it depends on are named, so an operator knows which one is down."""
+    code, message = shared_status_for(error)
     if isinstance(error, CoordinationUnavailable):
-        message = f"the coordination store (Redis) is unavailable: {error}"
+        message = scrub(f"the coordination store (Redis) is unavailable: {error}")
     elif isinstance(error, DeadLetterStoreUnavailable):
-        message = f"the dead-letter store (NATS JetStream) is unavailable: {error}"
-    return code, scrub(message)
+        message = scrub(f"the dead-letter store (NATS JetStream) is unavailable: {error}")
+    return code, message
 
 
 def mapped_errors(handler: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]

@@ -13,11 +13,11 @@ from typing import Any, NoReturn
 import grpc
 
 from laredo.v1 import query_pb2 as pb
+from laredo_core.grpc_errors import status_for
 
 from laredo_query.application.queries import QueryService
 from laredo_query.domain.errors import QueryError
 from laredo_query.entrypoints.grpc import mappers
-from laredo_query.entrypoints.grpc.errors import status_for
 from laredo_query.ports import Clock
 
 log = logging.getLogger(__name__)
