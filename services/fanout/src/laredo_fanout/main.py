@@ -23,6 +23,7 @@ from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.deadletters.store import DeadLetterStore
 from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
 from laredo_core.health import HealthServer
+from laredo_core.runtime import cancel, listen, until_stopped_or_failed
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.rebuild.gate import GatedSink
@@ -102,20 +103,20 @@ class FanoutApp:
         self._collector_was_on = gc.isenabled()
         gc.disable()  # until the state is loaded (see _freeze_loaded_state)
         try:
-            await health.start()
+            await listen("fan-out", "fanout.health_host/fanout.health_port", health.start())
             self.health_port = health.port
             subscriptions = await self._restore()
             feed = asyncio.create_task(self.feed.run(subscriptions, self.sink or self.replicator), name="fanout-feed")
-            grpc_server = await start_grpc_server(
+            grpc_server = await listen("fan-out", "fanout.grpc.host/fanout.grpc.port", start_grpc_server(
                 self.config.grpc_host, self.config.grpc_port, (),
                 generic_handlers=generic_handlers(ReplicationServicer(self.targets)),
                 extra_service_names=SERVICE_NAMES,
                 front_door=self.front_door, name="fanout",
-            )
+            ))
             self.grpc_port = grpc_server.port
             background = self._background()
             self.started.set()
-            await _until_stopped_or_failed(stop, feed)
+            await until_stopped_or_failed(stop, feed)
         finally:
             self._stopping = True
             await self._drain_on_stop()
@@ -123,9 +124,9 @@ class FanoutApp:
                 await grpc_server.stop(STOP_GRACE)
             if self.dead_letters is not None:
                 await self.dead_letters.flush()  # before the final snapshots move past their messages
-            await _cancel(background)
+            await cancel(background)
             await self._final_snapshots()
-            await _cancel([feed] if feed is not None else [])
+            await cancel([feed])
             await health.stop()
             if self._collector_was_on:
                 gc.enable()
@@ -197,23 +198,6 @@ class FanoutApp:
                     await snapshots.take()
             except Exception as exc:  # noqa: BLE001 - shutting down: log and go on
                 log.warning("%s: no final snapshot (%s: %s)", snapshots.table, type(exc).__name__, exc)
-
-
-async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def _until_stopped_or_failed(stop: asyncio.Event, feed: asyncio.Task[None]) -> None:
-    stopped = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait((stopped, feed), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-    if feed.done():
-        feed.result()  # a feed that ends on its own failed: raise its error
-        raise RuntimeError("the change feed stopped without an error; it should run until stopped")
 
 
 def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_provider: TracerProvider | None = None,

@@ -14,13 +14,13 @@ from laredo_kernel.changes import TableId
 from laredo_core.cli import run_service
 from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.redis_store import RedisCoordinationStore
-from laredo_kernel.errors import LaredoError
 from laredo_core.frontdoor.envoy_config import Upstream
 from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_server
 from laredo_core.deadletters.config import read_dead_letter_settings
 from laredo_core.deadletters.nats_store import store_from_settings
 from laredo_core.health import HealthServer
+from laredo_core.runtime import listen
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.snapshots.store import SnapshotStore
 
@@ -82,9 +82,9 @@ class App:
         routing: asyncio.Task[None] | None = None
         routes: tuple[EnvoyQueryRoutes, Upstream] | None = None
         try:
-            await _listen("oam.health_host/oam.health_port", self.health.start())
+            await listen("OAM service", "oam.health_host/oam.health_port", self.health.start())
             routes = self._routes()
-            self._grpc = await _listen("oam.grpc.host/oam.grpc.port", start_grpc_server(
+            self._grpc = await listen("OAM service", "oam.grpc.host/oam.grpc.port", start_grpc_server(
                 self.endpoint.grpc_host, self.endpoint.grpc_port, [self._registration],
                 front_door=self.front_door, name="oam", upstreams=[routes[1]] if routes else ()))
             if routes is not None and self._query_routing is not None:
@@ -122,14 +122,6 @@ class App:
         routes = EnvoyQueryRoutes()
         return routes, routes.upstream(tls_ca=config.tls_ca, tls_cert=config.tls_cert, tls_key=config.tls_key,
                                        tls_server_name=config.tls_server_name)
-
-
-async def _listen(keys: str, starting: Any) -> Any:
-    try:
-        return await starting
-    except OSError as exc:
-        raise LaredoError(f"OAM service cannot listen: {exc}; choose a free port with {keys} "
-                          "(0 picks one)") from exc
 
 
 def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,

@@ -18,7 +18,6 @@ from laredo_kernel.changes import TableId
 from laredo_core.config import LaredoSettings, ServiceEndpoint
 from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.ports import CoordinationStore
-from laredo_kernel.errors import LaredoError
 from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.deadletters.store import DeadLetterStore
@@ -27,6 +26,7 @@ from laredo_core.health import HealthServer
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.instance import InstanceRebuilds
 from laredo_core.rebuild.tail import StreamTail
+from laredo_core.runtime import cancel, listen, until_stopped_or_failed
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.snapshots.store import SnapshotStore
 from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader
@@ -109,11 +109,11 @@ class QueryApp:
         coordination: asyncio.Task[None] | None = None
         letters = asyncio.create_task(self.dead_letters.run(), name="query-dead-letters") if self.dead_letters else None
         try:
-            await _listen("query.health_host/query.health_port", health.start())
+            await listen("query service", "query.health_host/query.health_port", health.start())
             self.health_port = health.port
             subscriptions = await self._restore()
             feed = asyncio.create_task(self.feed.run(subscriptions, self.sink or self.applier), name="query-feed")
-            grpc_server = await _listen("query.grpc.host/query.grpc.port", start_grpc_server(
+            grpc_server = await listen("query service", "query.grpc.host/query.grpc.port", start_grpc_server(
                 endpoint.grpc_host, endpoint.grpc_port, (),
                 generic_handlers=generic_handlers(QueryServicer(self.service, self.clock)),
                 extra_service_names=QUERY_SERVICE_NAMES, front_door=self.front_door, name="query"))
@@ -126,11 +126,11 @@ class QueryApp:
             self.started.set()
             log.info("query service on gRPC port %d, health port %d, serving %s", self.grpc_port,
                      self.health_port, ", ".join(t.name for t in self.service.tables) or "no table")
-            await _until_stopped_or_failed(stop, feed)
+            await until_stopped_or_failed(stop, feed)
         finally:
             self._stopping = True
             if mirror is not None:
-                mirror.cancel()
+                mirror.cancel()  # awaited below, with the feed
             self.service.end_subscriptions(ServiceStopping(
                 "the query service is shutting down; subscribe again (another instance, or this one after "
                 "its restart)"))
@@ -139,17 +139,12 @@ class QueryApp:
                 for table in self.service.tables:
                     await grpc_server.health.set(table.name, _NOT_SERVING)
                 await grpc_server.stop(endpoint.drain_grace or STOP_GRACE)
-            if feed is not None:
-                feed.cancel()
-            await asyncio.gather(*([feed] if feed else []), *([mirror] if mirror else []), return_exceptions=True)
+            await cancel([feed, mirror])
             if self.dead_letters is not None and letters is not None:
                 await self.dead_letters.flush()
-                letters.cancel()
-                await asyncio.gather(letters, return_exceptions=True)
+                await cancel([letters])
                 await self.dead_letters.close()
-            if coordination is not None:  # deregisters this instance
-                coordination.cancel()
-                await asyncio.gather(coordination, return_exceptions=True)
+            await cancel([coordination])  # deregisters this instance
             if self.close_coordination is not None:
                 await self.close_coordination()
             await health.stop()
@@ -176,25 +171,6 @@ class QueryApp:
             for table, sequence in starts.items():
                 self.sink.started_after(table, sequence)  # what rebuilds wait for counts from there
         return [FeedSubscription(t.source_id, t.table, starts.get(t.table, 0)) for t in self.config.targets]
-
-
-async def _until_stopped_or_failed(stop: asyncio.Event, feed: asyncio.Task[None]) -> None:
-    stopped = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait((stopped, feed), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-    if feed.done():
-        feed.result()  # a feed that ends on its own failed: raise its error
-        raise RuntimeError("the change feed stopped without an error; it should run until stopped")
-
-
-async def _listen(keys: str, starting: Any) -> Any:
-    try:
-        return await starting
-    except OSError as exc:
-        raise LaredoError(f"query service cannot listen: {exc}; choose a free port with {keys} "
-                          "(0 picks one)") from exc
 
 
 def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Clock | None = None,

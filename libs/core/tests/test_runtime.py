@@ -1,0 +1,42 @@
+"""The pieces every service's run() shares (laredo_core.runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from laredo_core.runtime import cancel, listen, until_stopped_or_failed
+from laredo_kernel.errors import LaredoError
+
+
+async def test_a_port_in_use_names_the_settings_to_change() -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(LaredoError, match=r"fan-out cannot listen: .*fanout\.grpc\.port.*\(0 picks one\)"):
+            await listen("fan-out", "fanout.grpc.port", asyncio.start_server(lambda r, w: None, "127.0.0.1", port))
+    finally:
+        taken.close()
+
+
+async def test_serving_ends_when_stopped() -> None:
+    stop, essential = asyncio.Event(), asyncio.create_task(asyncio.sleep(60))
+    asyncio.get_running_loop().call_later(0.01, stop.set)
+    await until_stopped_or_failed(stop, essential)
+    assert not essential.done()
+    await cancel([essential, None])
+    assert essential.cancelled()
+
+
+async def test_an_essential_task_that_fails_or_ends_ends_serving_with_its_error() -> None:
+    async def fails() -> None:
+        raise LaredoError("the feed broke")
+
+    with pytest.raises(LaredoError, match="the feed broke"):
+        await until_stopped_or_failed(asyncio.Event(), asyncio.create_task(fails()))
+    with pytest.raises(RuntimeError, match="the change feed stopped without an error"):
+        await until_stopped_or_failed(asyncio.Event(), asyncio.create_task(asyncio.sleep(0)))
