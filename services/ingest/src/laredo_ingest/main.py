@@ -21,6 +21,7 @@ from laredo_core.config import LaredoSettings
 from laredo_core.deadletters.config import read_dead_letter_settings
 from laredo_core.deadletters.nats_store import dead_letter_stream_config, stream_spec_from_settings
 from laredo_core.health import HealthServer
+from laredo_core.runtime import listen
 from laredo_core.shutdown import close_quietly
 from laredo_core.telemetry import build_meter_provider, build_tracer_provider
 
@@ -83,7 +84,7 @@ class IngestApp:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Health first (live at once, ready once streaming), then the service; shutdown in reverse."""
-        await self._health.start()
+        await listen("ingest", "ingest.health_host/ingest.health_port", self._health.start())
         try:
             if self._coordinator is not None:
                 await self._coordinator.run(stop, self._service.run)

@@ -24,6 +24,7 @@ from laredo_kernel.errors import ConfigError
 from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.health import HealthServer
 from laredo_core.rebuild.tail import StreamTail
+from laredo_core.runtime import cancel, listen, until_stopped_or_failed
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.stream.nats_tail import NatsStreamTail
@@ -87,22 +88,16 @@ class SnapshotApp:
         coordination: asyncio.Task[None] | None = None
         schedule: asyncio.Task[None] | None = None
         try:
-            await health.start()
+            await listen("snapshot service", "snapshot.health_host/snapshot.health_port", health.start())
             self.health_port = health.port
             coordination = self._start_coordination()
             schedule = asyncio.create_task(self.service.run_every_interval(first_now=self.config.run_on_start),
                                            name="snapshot-schedule")
             self.started.set()
-            stopped = asyncio.create_task(stop.wait())
-            await asyncio.wait((stopped, schedule), return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
-            if schedule.done():
-                schedule.result()  # the schedule ends only by an error: raise it
+            await until_stopped_or_failed(stop, schedule, "the snapshot schedule")
         finally:
             self._stopping = True
-            if schedule is not None:
-                schedule.cancel()
-                await asyncio.gather(schedule, return_exceptions=True)
+            await cancel([schedule])
             await self._close(coordination)
             await health.stop()
 
@@ -112,9 +107,7 @@ class SnapshotApp:
         return asyncio.create_task(self.coordinator.run(), name="snapshot-coordination")
 
     async def _close(self, coordination: asyncio.Task[None] | None) -> None:
-        if coordination is not None:
-            coordination.cancel()
-            await asyncio.gather(coordination, return_exceptions=True)
+        await cancel([coordination])
         for close in self.closers:
             with contextlib.suppress(Exception):
                 result = close()
