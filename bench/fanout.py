@@ -9,6 +9,9 @@ ChangeBatch messages are published to JetStream as ingest would; readers run in 
   4. publish-to-client latency p50/p99 with --latency-clients readers at --latency-rate changes/s (the commit
      time stamped on each batch is the publish time: JetStream -> fan-out -> client; bench/e2e.py measures
      PostgreSQL -> client);
+  4b. the latency sweep: single-row transactions at each --sweep point (clients@transactions/s; by default
+     10@1000, 100@1000 and 1000@100), printed and drawn as latency against clients in --plot-dir
+     (fanout-latency.png, the goals as dashed lines);
   5. memory per row of state and per journal entry (tracemalloc, in this process, with the service's code);
   6. the Sync hot path (3 and 4 on a fresh stream of --door-rows rows) with front_door.enabled = false (grpcio
      serves the port: direct gRPC) and then true (Envoy serves it, grpcio behind it), same parameters, side by
@@ -40,6 +43,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fanout_memory import measure_memory  # noqa: E402
+from bench.plots import latency_by_clients  # noqa: E402
 from bench.fanout_stream import COLUMNS, TABLE, baseline_messages, copy_rows, update_transaction  # noqa: E402
 from laredo.replication.v1 import replication_pb2 as pb  # noqa: E402
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc  # noqa: E402
@@ -322,7 +326,7 @@ async def compare_front_door(run_dir: Path, nats_url: str, js: object, args: arg
 async def run(args: argparse.Namespace) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="laredo-bench-fanout-"))
     run_dir.chmod(0o755)
-    main_phases = args.phases & {"snapshot", "deliveries", "latency"}
+    main_phases = args.phases & {"snapshot", "deliveries", "latency", "sweep"}
     with contextlib.ExitStack() as servers:
         nats_server = servers.enter_context(NatsServer())
         nc = await nats.connect(nats_server.url)
@@ -359,8 +363,35 @@ async def run_main_phases(args: argparse.Namespace, pg: PostgresServer, nats_url
         for per_transaction in args.latency_txn_changes if "latency" in args.phases else ():
             await measure_latency(server, js, args.latency_clients, args.latency_batch, args.latency_rate,
                                   args.latency_seconds, per_transaction, args.snapshot_rows)
+        if "sweep" in args.phases:
+            await latency_sweep(server, js, args)
     finally:
         server.stop()
+
+
+async def latency_sweep(server: FanoutProcess, js: object, args: argparse.Namespace) -> None:
+    """Single-row transactions at each (clients, transactions/s) of --sweep; the percentiles printed and drawn
+    (latency against clients) to --plot-dir/fanout-latency.png, with the goals as dashed lines."""
+    points = []
+    for clients, rate in args.sweep:
+        latency = await measure_latency(server, js, clients, args.latency_batch, rate, args.latency_seconds, 1,
+                                        args.snapshot_rows)
+        points.append((clients, rate, latency))
+    print("latency sweep (single-row transactions): " + "; ".join(
+        f"{c:,} clients at {r:,.0f} txn/s: p50 {lat['p50']:.1f} ms, p90 {lat['p90']:.1f} ms, "
+        f"p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms" for c, r, lat in points))
+    plot = latency_by_clients(args.plot_dir / "fanout-latency.png", points,
+                              goals={"p50 goal (100 clients)": 5.0, "p99 goal (100 clients)": 25.0,
+                                     "p99 goal (1,000 clients)": 50.0})
+    print(f"plot: {plot}")
+
+
+def _sweep(text: str) -> list[tuple[int, float]]:
+    points = []
+    for item in text.split(","):
+        clients, _, rate = item.partition("@")
+        points.append((int(clients), float(rate)))
+    return points
 
 
 def main() -> None:
@@ -385,15 +416,21 @@ def main() -> None:
     parser.add_argument("--door-envoy", default="", help="front_door.envoy of the comparison: another Envoy binary")
     parser.add_argument("--door-limits", default="", help="front_door.limits of the comparison, in HOCON, e.g. "
                                                          "'connection_buffer_bytes = 256KiB, stream_window_bytes = 1MiB'")
+    parser.add_argument("--sweep", type=_sweep, default=[(10, 1000.0), (100, 1000.0), (1000, 100.0)],
+                        help="clients@transactions/s of the latency sweep, comma-separated (single-row "
+                             "transactions, --latency-seconds each)")
+    parser.add_argument("--plot-dir", type=Path, default=HERE / "out", help="where the PNG plots go")
     parser.add_argument("--phases", type=lambda s: set(s.split(",")), default={"snapshot", "deliveries", "latency",
-                                                                              "memory", "frontdoor"},
-                        help="comma-separated subset of snapshot,deliveries,latency,memory,frontdoor (the Sync hot "
-                             "path through the front door next to direct gRPC)")
+                                                                              "sweep", "memory", "frontdoor"},
+                        help="comma-separated subset of snapshot,deliveries,latency,sweep (latency against "
+                             "clients, plotted),memory,frontdoor (the Sync hot path through the front door next "
+                             "to direct gRPC)")
     args = parser.parse_args()
     if args.quick:
         args.snapshot_rows, args.clients, args.changes_unbatched = 20_000, [20, 50], 500
         args.changes_batched, args.latency_clients, args.latency_seconds, args.memory_rows = 5000, 20, 3.0, 20_000
         args.door_rows, args.door_clients, args.door_rounds = 20_000, 20, 1
+        args.sweep = [(10, 200.0), (50, 200.0)]
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     asyncio.run(run(args))
 
