@@ -12,7 +12,8 @@ ChangeBatch messages are published to JetStream as ingest would; readers run in 
   4b. the latency sweep: single-row transactions at each --sweep point (clients@transactions/s; by default
      10@1000, 100@1000 and 1000@100), printed and drawn as latency against clients in --plot-dir
      (fanout-latency.png, the goals as dashed lines);
-  5. memory per row of state and per journal entry (tracemalloc, in this process, with the service's code);
+  5. memory per row of state and per journal entry (tracemalloc, in this process, with the service's code),
+     and the process's RSS holding each of --rss-rows rows, drawn against rows (fanout-memory.png);
   6. the Sync hot path (3 and 4 on a fresh stream of --door-rows rows) with front_door.enabled = false (grpcio
      serves the port: direct gRPC) and then true (Envoy serves it, grpcio behind it), same parameters, side by
      side with the ratio and each side's CPU (the fan-out process, and Envoy).
@@ -43,7 +44,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fanout_memory import measure_memory  # noqa: E402
-from bench.plots import latency_by_clients  # noqa: E402
+from bench.plots import latency_by_clients, memory_by_rows  # noqa: E402
 from bench.fanout_stream import COLUMNS, TABLE, baseline_messages, copy_rows, update_transaction  # noqa: E402
 from laredo.replication.v1 import replication_pb2 as pb  # noqa: E402
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc  # noqa: E402
@@ -336,6 +337,8 @@ async def run(args: argparse.Namespace) -> None:
                 await run_main_phases(args, servers.enter_context(PostgresServer()), nats_server.url, js, run_dir)
             if "frontdoor" in args.phases:
                 await compare_front_door(run_dir, nats_server.url, js, args)
+            if "rss" in args.phases:
+                await memory_sweep(run_dir, nats_server.url, js, args)
         finally:
             await nc.close()
     if "memory" in args.phases:
@@ -386,6 +389,27 @@ async def latency_sweep(server: FanoutProcess, js: object, args: argparse.Namesp
     print(f"plot: {plot}")
 
 
+async def memory_sweep(run_dir: Path, nats_url: str, js: object, args: argparse.Namespace) -> None:
+    """A fan-out process loading --rss-rows rows each time (a fresh stream, a journal of 1,000 entries): its RSS
+    once the baseline is applied, printed and drawn against rows to --plot-dir/fanout-memory.png."""
+    points = []
+    for rows in args.rss_rows:
+        await fresh_stream(js, rows)
+        server = FanoutProcess(run_dir, nats_url, journal_entries=1000)
+        try:
+            started = time.time()
+            ready = await server.wait_sequence(rows)
+            await asyncio.sleep(1)  # the collector's pass after loading (FanoutApp._freeze_loaded_state)
+            rss = server.rss_bytes()
+        finally:
+            server.stop()
+        points.append((rows, rss))
+        print(f"fan-out holding {rows:,} rows: RSS {rss / 2**20:,.0f} MiB ({rss / rows:,.0f} bytes per row, process "
+              f"included); baseline applied at {rows / (ready - started):,.0f} rows/s (start-up included)")
+    # the goal: 10,000,000 rows in 4 GiB
+    print(f"plot: {memory_by_rows(args.plot_dir / 'fanout-memory.png', points, 4 * 2**30 / 10_000_000)}")
+
+
 def _sweep(text: str) -> list[tuple[int, float]]:
     points = []
     for item in text.split(","):
@@ -420,17 +444,20 @@ def main() -> None:
                         help="clients@transactions/s of the latency sweep, comma-separated (single-row "
                              "transactions, --latency-seconds each)")
     parser.add_argument("--plot-dir", type=Path, default=HERE / "out", help="where the PNG plots go")
+    parser.add_argument("--rss-rows", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[100_000, 300_000, 1_000_000], help="table sizes of the memory sweep (rss)")
     parser.add_argument("--phases", type=lambda s: set(s.split(",")), default={"snapshot", "deliveries", "latency",
-                                                                              "sweep", "memory", "frontdoor"},
+                                                                              "sweep", "memory", "rss",
+                                                                              "frontdoor"},
                         help="comma-separated subset of snapshot,deliveries,latency,sweep (latency against "
-                             "clients, plotted),memory,frontdoor (the Sync hot path through the front door next "
-                             "to direct gRPC)")
+                             "clients, plotted),memory,rss (process memory against rows, plotted),frontdoor (the "
+                             "Sync hot path through the front door next to direct gRPC)")
     args = parser.parse_args()
     if args.quick:
         args.snapshot_rows, args.clients, args.changes_unbatched = 20_000, [20, 50], 500
         args.changes_batched, args.latency_clients, args.latency_seconds, args.memory_rows = 5000, 20, 3.0, 20_000
         args.door_rows, args.door_clients, args.door_rounds = 20_000, 20, 1
-        args.sweep = [(10, 200.0), (50, 200.0)]
+        args.sweep, args.rss_rows = [(10, 200.0), (50, 200.0)], [10_000, 30_000]
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     asyncio.run(run(args))
 
