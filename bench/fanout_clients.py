@@ -135,6 +135,7 @@ async def run(args: argparse.Namespace) -> None:
         "snapshot_seconds": max(r.snapshot_at - r.started_at for r in readers) if args.since == 0 else 0.0,
         "latency_ms": {"count": len(latencies), **{f"p{p}": percentile(latencies, p) * 1000 for p in (50, 90, 99)},
                        "max": max(latencies, default=0.0) * 1000},
+        **({"latencies_ms": [round(x * 1000, 3) for x in latencies]} if args.raw_latencies else {}),
     }), flush=True)
     for channel in channels:
         await channel.close()
@@ -150,6 +151,8 @@ def main() -> None:
     parser.add_argument("--since", type=int, default=0, help="last_known_sequence (0: full snapshot)")
     parser.add_argument("--until", type=int, required=True, help="stop once this sequence arrived")
     parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--raw-latencies", action="store_true",
+                        help="also every latency (ms) in the done event, so that several processes can be merged")
     asyncio.run(run(parser.parse_args()))
 
 
