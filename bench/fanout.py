@@ -43,9 +43,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fanout_clients import percentile  # noqa: E402
 from bench.fanout_memory import measure_memory  # noqa: E402
-from bench.plots import latency_by_clients, memory_by_rows  # noqa: E402
 from bench.fanout_stream import COLUMNS, TABLE, baseline_messages, copy_rows, update_transaction  # noqa: E402
+from bench.plots import latency_by_clients, memory_by_rows  # noqa: E402
 from laredo.replication.v1 import replication_pb2 as pb  # noqa: E402
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc  # noqa: E402
 from laredo_core.stream.naming import source_subject_filter, stream_name, table_subject  # noqa: E402
@@ -246,8 +247,9 @@ async def measure_latency(server: FanoutProcess, js: object, clients: int, batch
     current = (await server.status()).current_sequence
     total = int(rate * seconds) // per_transaction * per_transaction
     shares = [per_process] * (clients // per_process) + ([clients % per_process] if clients % per_process else [])
+    merge = ["--raw-latencies"] if len(shares) > 1 else []  # one process computes its own percentiles
     readers = [Clients(server.address, "--clients", str(share), "--batch", str(batch), "--since", str(current),
-                       "--until", str(current + total), "--latency", "--raw-latencies") for share in shares]
+                       "--until", str(current + total), "--latency", *merge) for share in shares]
     for reader in readers:
         await reader.event("live")
     subject = table_subject(PREFIX, SOURCE, _table_id())
@@ -255,14 +257,15 @@ async def measure_latency(server: FanoutProcess, js: object, clients: int, batch
     for index, start in enumerate(range(0, total, per_transaction)):
         await asyncio.sleep(max(0.0, started + index * per_transaction / rate - time.monotonic()))
         await js.publish(subject, update_transaction(start, per_transaction, rows))  # type: ignore
-    merged: list[float] = []
+    done = []
     for reader in readers:
-        merged.extend((await reader.event("done"))["latencies_ms"])  # type: ignore[arg-type]
+        done.append(await reader.event("done"))
         reader.wait()
-    merged.sort()
-    lat = {"count": len(merged), "max": merged[-1] if merged else 0.0,
-           **{f"p{p}": merged[min(len(merged) - 1, int(p / 100 * len(merged)))] if merged else 0.0
-              for p in (50, 90, 99)}}
+    lat: dict[str, float] = done[0]["latency_ms"]  # type: ignore[assignment]
+    if merge:
+        merged = [x for d in done for x in d["latencies_ms"]]  # type: ignore[attr-defined]
+        lat = {"count": len(merged), "max": max(merged, default=0.0),
+               **{f"p{p}": percentile(merged, p) for p in (50, 90, 99)}}
     print(f"publish-to-client latency, {clients} clients (max_batch_size {batch}; {len(shares)} reader "
           f"process(es)), {rate:,.0f} changes/s as {rate / per_transaction:,.0f} txn/s of {per_transaction}: "
           f"p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms over {lat['count']:,} "

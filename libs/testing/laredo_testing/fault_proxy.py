@@ -187,7 +187,8 @@ class FaultProxy:
         try:
             while data := await source.read(CHUNK):
                 if not flowing.is_set():  # holding the chunk, reading no more: back-pressure on the sender
-                    self.held_chunks += upstream
+                    if upstream:
+                        self.held_chunks += 1
                     await flowing.wait()
                 if upstream and self._drop_upstream:
                     self._drop_upstream = False

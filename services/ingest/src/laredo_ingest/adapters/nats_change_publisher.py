@@ -267,7 +267,8 @@ class NatsChangePublisher:
         token = subject[self._inbox_prefix:].decode()
         entry = self._pending.get(token)
         if entry is not None:
-            error = reply_error(data, entry[2]) if b'"error"' in data else self._stored_ahead(entry, data)
+            error = (reply_error(data, entry[2]) if b'"error"' in data
+                     else self._stored_ahead(entry, data) if b'"duplicate"' in data else None)
             self._complete(token, error, pub_ack(data) if error is None and token in self._probes else None)
 
     async def _on_reply(self, msg: Msg) -> None:
@@ -281,7 +282,7 @@ class NatsChangePublisher:
     def _stored_ahead(self, entry: _Pending, data: bytes) -> IngestError | None:
         """A chained message acknowledged as a duplicate of one stored before the session's first new message
         (by an earlier session) is stored ahead of the earlier changes this session just stored."""
-        if entry[3] <= 0 or b'"duplicate"' not in data:
+        if entry[3] <= 0 or b'"duplicate"' not in data:  # the header-less path checks the latter first
             return None
         ack = pub_ack(data)
         if ack is None or self._first_new is None or ack[0] >= self._first_new:
