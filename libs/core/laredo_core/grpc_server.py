@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from laredo_core.auth.exposure import warn_if_exposed
 from laredo_core.auth.interceptor import build_auth_interceptor
-from laredo_core.frontdoor.codec import CodecInterceptor
+from laredo_core.frontdoor.codec import CodecInterceptor, OneRequestInterceptor
 from laredo_core.frontdoor.envoy_config import Upstream
 from laredo_core.frontdoor.envoy_process import EnvoyFrontDoor
 from laredo_core.frontdoor.settings import FrontDoorSettings
@@ -78,7 +78,7 @@ async def start_grpc_server(host: str, port: int, registrations: Iterable[Servic
     if front_door is not None:
         server_options.append(("grpc.max_receive_message_length", front_door.max_request_bytes))
     server = grpc.aio.server(options=server_options, interceptors=[
-        *([checks] if checks is not None else []), *interceptors, CodecInterceptor()])
+        OneRequestInterceptor(), *([checks] if checks is not None else []), *interceptors, CodecInterceptor()])
     names: list[str] = list(extra_service_names)
     for reg in registrations:
         for add in reg.add_functions:

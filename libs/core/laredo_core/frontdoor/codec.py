@@ -158,3 +158,44 @@ def _target(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
 
 def _behaviour(handler: grpc.RpcMethodHandler, behaviour: Callable[..., Any]) -> dict[str, Any]:
     return {"unary_stream": behaviour} if handler.response_streaming else {"unary_unary": behaviour}
+
+
+class OneRequestInterceptor(grpc.aio.ServerInterceptor):
+    """Serves every one-request call as a request stream that must carry exactly one message.
+
+    grpcio's own one-request handling drops a call whose request never arrives whole (a length prefix that
+    promises more bytes than the stream carries before it ends) without answering it: the client waits until
+    its deadline. Read as a stream, the end of the request is seen and answered with INVALID_ARGUMENT. On the
+    wire the two are the same; the outermost interceptor, so every other one sees the call's own shape.
+    """
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming:
+            return handler
+        served = _one_request(_target(handler), details.method)
+        if handler.response_streaming:
+            return handler._replace(request_streaming=True, unary_stream=None, stream_stream=served)
+        return handler._replace(request_streaming=True, unary_unary=None, stream_unary=served)
+
+
+def _one_request(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+    """The behaviour, reading its one request from a request stream (OneRequestInterceptor); keeps its shape."""
+    async def only(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        async for raw in requests:
+            return raw
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"{method}: the request ended before its message was complete (a message's length "
+                            f"prefix promised more bytes than were sent) or carried no message")
+
+    if inspect.isasyncgenfunction(behaviour):
+        async def stream(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            async for response in behaviour(await only(requests, context), context):
+                yield response
+        return stream
+
+    async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        result = behaviour(await only(requests, context), context)
+        return await result if inspect.isawaitable(result) else result
+    return call

@@ -17,6 +17,9 @@ from typing import Any
 from laredo_core.frontdoor.settings import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, FrontDoorSettings
 
 CODEC_HEADER = "x-laredo-codec"
+#: The content type the client sent, kept for the door's log: gRPC-Web and Connect requests reach the log with
+#: the gRPC one their filters put in its place.
+CLIENT_TYPE_HEADER = "x-laredo-client-content-type"
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 TLS_REFUSAL = ("this port serves TLS only: connect with https:// (Connect, gRPC-Web) or with TLS channel "
                "credentials (gRPC)")
@@ -82,7 +85,7 @@ def _routes(cluster: str, prefix: str, unary_buffer: int, *, local: bool = True)
     native_type = {"safe_regex": {"regex": r"^application/grpc(\+proto)?(;.*)?$"}}
     native = {"name": "grpc", "typed_per_filter_config": _NATIVE_GRPC_SKIPS, "route": target,
               "match": {"prefix": prefix, "headers": [{"name": "content-type", "string_match": native_type}]},
-              "request_headers_to_remove": [CODEC_HEADER]}
+              "request_headers_to_remove": [CODEC_HEADER, CLIENT_TYPE_HEADER]}
     other = {"name": "binary", "match": {"prefix": prefix}, "route": target,
              "request_headers_to_remove": [CODEC_HEADER]}
     return [json_body, json_any, json_get, proto_body, get, native, other]
@@ -121,7 +124,8 @@ def _refusals() -> list[dict[str, Any]]:
 #: Native gRPC (the Sync hot path) passes only the router: the filters for browsers, gRPC-Web and Connect are
 #: skipped for its every frame.
 _NATIVE_GRPC_SKIPS = {name: {"@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "disabled": True}
-                      for name in ("envoy.filters.http.cors", "envoy.filters.http.grpc_web", "envoy.filters.http.lua",
+                      for name in ("laredo.client_content_type", "envoy.filters.http.cors",
+                                   "envoy.filters.http.grpc_web", "envoy.filters.http.lua",
                                    "envoy.filters.http.header_mutation", "envoy.filters.http.connect_grpc_bridge")}
 
 
@@ -181,8 +185,8 @@ def _access_log() -> list[dict[str, Any]]:
                                              "INTERNAL"]}},
     ]}}
     line = ("front door refused %REQ(:METHOD)% %REQ(:PATH)% from %DOWNSTREAM_REMOTE_ADDRESS%: HTTP "
-            "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS% flags=%RESPONSE_FLAGS% "
-            "grpc-status=%GRPC_STATUS_NUMBER% protocol=%PROTOCOL% content-type=%REQ(CONTENT-TYPE)%\n")
+            "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS% flags=%RESPONSE_FLAGS% grpc-status=%GRPC_STATUS_NUMBER% "
+            f"protocol=%PROTOCOL% content-type=%REQ({CLIENT_TYPE_HEADER}?CONTENT-TYPE)%\n")
     return [{"name": "envoy.access_loggers.stderr", "filter": refused, "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog",
         "log_format": {"text_format_source": {"inline_string": line}}}}]
@@ -200,6 +204,9 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
     if settings.cors_origins:
         virtual_host["typed_per_filter_config"] = _cors(settings.cors_origins)
     filters = [
+        _filter("laredo.client_content_type", "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+                {"mutations": {"request_mutations": [
+                    {"append": _header(CLIENT_TYPE_HEADER, "%REQ(content-type)%")}]}}),
         _filter("envoy.filters.http.cors", "envoy.extensions.filters.http.cors.v3.Cors"),
         _filter("envoy.filters.http.grpc_web", "envoy.extensions.filters.http.grpc_web.v3.GrpcWeb"),
         _filter("envoy.filters.http.lua", "envoy.extensions.filters.http.lua.v3.Lua",

@@ -8,11 +8,13 @@ If Envoy dies, it is started again on the same port (logged as an error) until t
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ctypes
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -35,6 +37,36 @@ _PR_SET_PDEATHSIG = 1
 #: Envoy's warnings that say nothing to an operator of this service (work-in-progress API notices).
 _QUIET = ("marked as work-in-progress", "There is no configured limit to the number of allowed active",
           "caught ENVOY_SIGTERM", "caught SIGTERM")
+
+
+#: What Envoy's access log says of every call on a connection it closed because the client broke HTTP/2.
+_BROKEN_HTTP2 = "codec_error:The_user_callback_function_failed"
+_PEER = re.compile(r" from (\S+): ")
+
+
+class BrokenConnections:
+    """Envoy logs each call of a connection it closed for an HTTP/2 violation, with a detail only its authors
+    read; the most common violation here is more calls at once than the door allows. One line per connection
+    instead, saying so in plain words (None for the repeats)."""
+
+    def __init__(self, max_streams: int, remembered: int = 1024) -> None:
+        self._max_streams = max_streams
+        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._remembered = remembered
+
+    def __call__(self, line: str) -> str | None:
+        if _BROKEN_HTTP2 not in line:
+            return line
+        peer = _PEER.search(line)
+        if peer is not None:
+            if peer.group(1) in self._seen:
+                return None
+            self._seen[peer.group(1)] = None
+            if len(self._seen) > self._remembered:
+                self._seen.popitem(last=False)
+        return (f"{line} -- the client broke HTTP/2 on this connection (most often: it opened more than "
+                f"{self._max_streams} calls at once, the limit the door announced), so the door closed the "
+                f"connection and every call on it")
 
 
 def envoy_binary(configured: str = "") -> str:
@@ -172,10 +204,13 @@ class EnvoyFrontDoor:
 
     async def _relay_log(self, process: asyncio.subprocess.Process) -> None:
         assert process.stderr is not None
+        explain = BrokenConnections(self._settings.max_concurrent_streams)
         async for raw in process.stderr:
             line = raw.decode(errors="replace").rstrip()
             if line and not any(q in line for q in _QUIET):
-                log.warning("%s front door: %s", self._name, line)
+                line = explain(line)
+                if line is not None:
+                    log.warning("%s front door: %s", self._name, line)
 
     async def _supervise(self) -> None:
         backoff = 0.5

@@ -44,8 +44,10 @@ async def _connect_or_tls_failure(servers: Sequence[str], **options: Any) -> Cli
     (nats-io/nats.py#718), whatever its reconnect settings."""
     failed: asyncio.Future[ssl.SSLError] = asyncio.get_running_loop().create_future()
     error_cb = options.pop("error_cb", None)
+    errors: list[Exception] = []
 
     async def on_error(exc: Exception) -> None:
+        errors.append(exc)
         if isinstance(exc, ssl.SSLError) and not failed.done():
             failed.set_result(exc)
         if error_cb is not None:
@@ -63,6 +65,13 @@ async def _connect_or_tls_failure(servers: Sequence[str], **options: Any) -> Cli
         raise NatsTlsFailed(f"TLS with NATS at {', '.join(servers)} failed: {exc}; check stream.tls (ca: the CA that "
                             "signs the servers' certificates; cert and key: when the servers require a client "
                             "certificate)") from exc
+    if (options.get("tls") is not None and connecting.exception() is not None and errors
+            and all(isinstance(e, (BrokenPipeError, ConnectionResetError)) for e in errors)):
+        # TLS 1.3: a server that wants a client certificate may close the connection after the handshake before
+        # its alert is read, and the client sees only a broken connection
+        raise NatsTlsFailed(f"NATS at {', '.join(servers)} closed the connection right after the TLS handshake "
+                            f"({errors[-1]!r}): if it requires a client certificate, set stream.tls cert and key "
+                            "to one signed by a CA it trusts") from connecting.exception()
     return connecting.result()
 
 
