@@ -16,6 +16,7 @@ from laredo.v1 import oam_pb2
 from laredo_core.config import load_settings
 from laredo_core.frontdoor.envoy_config import TLS_REFUSAL
 from laredo_oam.main import App
+from laredo_testing.eventually import eventually
 from laredo_testing.protocols import PROTOCOLS, Caller, CallError, TlsClient
 
 from tests.frontdoor.services import oam
@@ -98,13 +99,17 @@ async def test_a_client_that_does_not_trust_the_certificate_is_refused(tls_app: 
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "connect-http1-json", "grpc-web"])
-async def test_mutual_tls_needs_a_client_certificate(mtls_app: App, certs: dict[str, Path], protocol: str) -> None:
+async def test_mutual_tls_needs_a_client_certificate(mtls_app: App, certs: dict[str, Path], protocol: str,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
     address = f"localhost:{mtls_app.grpc_port}"
     answer = await Caller(address, protocol, tls=_client(certs, with_cert=True)).unary(
         GET_STATUS, oam_pb2.GetStatusRequest())
     assert isinstance(answer, oam_pb2.GetStatusResponse)
     with pytest.raises(CallError):
         await Caller(address, protocol, tls=_client(certs)).unary(GET_STATUS, oam_pb2.GetStatusRequest())
+    # the operator reads who was turned away and why
+    await eventually(lambda: any("TLS handshake with 127.0.0.1:" in r.getMessage() and "failed" in r.getMessage()
+                                 for r in caplog.records), timeout=10, what="the failed handshake in the log")
 
 
 def test_tls_settings_name_what_is_wrong(tmp_path: Path) -> None:

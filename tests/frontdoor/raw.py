@@ -160,11 +160,12 @@ class RawH2:
             self.goaway = (int(event.error_code), event.additional_data)
 
 
-async def closed_after(address: str, send: bytes, timeout: float) -> float:
-    """Connect, send `send` (maybe nothing), then wait for the server to close; seconds until it did.
-    Raises TimeoutError if the connection is still open after `timeout`."""
+async def closed_after(address: str, send: bytes, timeout: float) -> tuple[float, int]:
+    """Connect, send `send` (maybe nothing), then wait for the server to close; seconds until it did, and the
+    connection's own port. Raises TimeoutError if the connection is still open after `timeout`."""
     host, port = address.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
+    own_port = writer.get_extra_info("sockname")[1]
     started = time.monotonic()
     try:
         if send:
@@ -173,7 +174,7 @@ async def closed_after(address: str, send: bytes, timeout: float) -> float:
         with contextlib.suppress(ConnectionError):
             while await asyncio.wait_for(reader.read(65536), timeout - (time.monotonic() - started)):
                 pass  # what the server says before it closes (an HTTP 408) does not matter here
-        return time.monotonic() - started
+        return time.monotonic() - started, own_port
     finally:
         writer.close()
         with contextlib.suppress(ConnectionError):

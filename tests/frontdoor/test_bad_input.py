@@ -18,6 +18,7 @@ import grpc
 import httpx
 import pytest
 from laredo.v1 import oam_pb2, oam_pb2_grpc
+from laredo_core.frontdoor.envoy_process import ACCESS_LOG_FLUSH_MS
 from laredo_testing.eventually import eventually
 from laredo_testing.protocols import PROTOCOLS, CallError, Caller
 
@@ -33,7 +34,7 @@ IDLE_TIMEOUT, HEADERS_TIMEOUT, MAX_STREAMS = 2.0, 0.5, 4
 LIMITS = (f"limits {{ max_request_bytes = {MAX_REQUEST_BYTES}, idle_timeout = {IDLE_TIMEOUT:g}s, "
           f"request_headers_timeout = {HEADERS_TIMEOUT:g}s, max_concurrent_streams = {MAX_STREAMS} }}")
 DOOR_LOG = "laredo_core.frontdoor.envoy_process"
-LOG_FLUSH = 10.0  # seconds: Envoy's default --file-flush-interval-msec, its access log included
+LOG_FLUSH = ACCESS_LOG_FLUSH_MS / 1000  # how often the door writes its access log
 STATUS = "/laredo.v1.TableSyncOAM/GetTableStatus"
 PROTOCOL_ERROR, REFUSED_STREAM = 1, 7
 WIRE = {"grpc": ("HTTP/2", "application/grpc"),  # what each protocol's requests say (the door logs it)
@@ -87,7 +88,7 @@ async def healthy(door: Running) -> AsyncIterator[HealthyClient]:
 class DoorLog(logging.Handler):
     """The front door's log lines of the whole module, and what each test expects to find there.
 
-    Envoy flushes its access log every 10 seconds, so lines are checked once, when the module ends: each
+    Envoy writes its access log every second, so lines are checked once, when the module ends: each
     expected refusal must be there, once, with the peer's address.
     """
 
@@ -216,22 +217,27 @@ async def test_wrong_content_type_is_refused_clearly(door: Running, healthy: Hea
     door_log.expect("TableSyncOAM/GetStatus", "text/plain")
 
 
-async def test_idle_connection_is_closed_after_idle_timeout(door: Running, healthy: HealthyClient) -> None:
+async def test_idle_connection_is_closed_after_idle_timeout(door: Running, healthy: HealthyClient,
+                                                             door_log: DoorLog) -> None:
     async with RawH2.connect(door.address) as raw:
         done = await raw.request(STATUS, struct.pack(">BI", 0, 0))
         assert (await raw.finished(done)).headers, "no answer to a well-formed call"
         started = asyncio.get_running_loop().time()
         await raw.wait_for(lambda: raw.closed_by_server, IDLE_TIMEOUT * 4)
         assert asyncio.get_running_loop().time() - started >= IDLE_TIMEOUT * 0.8
-    silent = await closed_after(door.address, b"", IDLE_TIMEOUT * 4)  # connects and never says a word
+    silent, port = await closed_after(door.address, b"", IDLE_TIMEOUT * 4)  # connects, never says a word
     assert IDLE_TIMEOUT * 0.8 <= silent, silent
+    door_log.expect(f"connection from 127.0.0.1:{port} sent nothing in", f"limits.idle_timeout {IDLE_TIMEOUT:g}s")
 
 
 async def test_half_sent_headers_are_dropped_after_request_headers_timeout(door: Running,
-                                                                           healthy: HealthyClient) -> None:
-    elapsed = await closed_after(door.address, b"POST /laredo.v1.TableSyncOAM/GetStatus HTTP/1.1\r\nHost: a\r\n",
-                                 IDLE_TIMEOUT * 4)
+                                                                           healthy: HealthyClient,
+                                                                           door_log: DoorLog) -> None:
+    elapsed, port = await closed_after(door.address,
+                                       b"POST /laredo.v1.TableSyncOAM/GetStatus HTTP/1.1\r\nHost: a\r\n",
+                                       IDLE_TIMEOUT * 4)
     assert elapsed < IDLE_TIMEOUT, f"closed after {elapsed:.2f}s, not by request_headers_timeout ({HEADERS_TIMEOUT}s)"
+    door_log.expect(f"from 127.0.0.1:{port}: HTTP 408 ")
 
 
 async def test_too_many_streams_on_one_connection(door: Running, healthy: HealthyClient,

@@ -192,6 +192,15 @@ def _access_log() -> list[dict[str, Any]]:
         "log_format": {"text_format_source": {"inline_string": line}}}}]
 
 
+def _connection_log() -> list[dict[str, Any]]:
+    """One line on stderr as each connection ends; door_log.DoorLog keeps those a person should read."""
+    line = ("connection from %DOWNSTREAM_REMOTE_ADDRESS% closed after %DURATION% ms: received %BYTES_RECEIVED% "
+            "bytes, protocol=%PROTOCOL% tls-failure=%DOWNSTREAM_TRANSPORT_FAILURE_REASON%\n")
+    return [{"name": "envoy.access_loggers.stderr", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog",
+        "log_format": {"text_format_source": {"inline_string": line}}}}]
+
+
 def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstream], *,
                         client_certs: bool) -> dict[str, Any]:
     routes: list[dict[str, Any]] = []
@@ -283,6 +292,7 @@ def bootstrap(settings: FrontDoorSettings, *, host: str, port: int, backend_sock
         "address": {"socket_address": {"address": host, "port_value": port}},
         "per_connection_buffer_limit_bytes": settings.connection_buffer_bytes,
         "filter_chains": [{"filters": [manager]}],
+        "access_log": _connection_log(),
     }
     if settings.tls.enabled:
         listener["listener_filters"] = [_filter("envoy.filters.listener.tls_inspector",

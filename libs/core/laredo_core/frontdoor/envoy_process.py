@@ -8,13 +8,11 @@ If Envoy dies, it is started again on the same port (logged as an error) until t
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import ctypes
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import sys
@@ -27,6 +25,7 @@ from typing import Any
 import aiohttp
 
 from laredo_kernel.errors import LaredoError
+from laredo_core.frontdoor.door_log import DoorLog
 from laredo_core.frontdoor.envoy_config import Upstream, bootstrap
 from laredo_core.frontdoor.settings import FrontDoorSettings
 
@@ -39,34 +38,7 @@ _QUIET = ("marked as work-in-progress", "There is no configured limit to the num
           "caught ENVOY_SIGTERM", "caught SIGTERM")
 
 
-#: What Envoy's access log says of every call on a connection it closed because the client broke HTTP/2.
-_BROKEN_HTTP2 = "codec_error:The_user_callback_function_failed"
-_PEER = re.compile(r" from (\S+): ")
-
-
-class BrokenConnections:
-    """Envoy logs each call of a connection it closed for an HTTP/2 violation, with a detail only its authors
-    read; the most common violation here is more calls at once than the door allows. One line per connection
-    instead, saying so in plain words (None for the repeats)."""
-
-    def __init__(self, max_streams: int, remembered: int = 1024) -> None:
-        self._max_streams = max_streams
-        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._remembered = remembered
-
-    def __call__(self, line: str) -> str | None:
-        if _BROKEN_HTTP2 not in line:
-            return line
-        peer = _PEER.search(line)
-        if peer is not None:
-            if peer.group(1) in self._seen:
-                return None
-            self._seen[peer.group(1)] = None
-            if len(self._seen) > self._remembered:
-                self._seen.popitem(last=False)
-        return (f"{line} -- the client broke HTTP/2 on this connection (most often: it opened more than "
-                f"{self._max_streams} calls at once, the limit the door announced), so the door closed the "
-                f"connection and every call on it")
+ACCESS_LOG_FLUSH_MS = 1000
 
 
 def envoy_binary(configured: str = "") -> str:
@@ -149,7 +121,10 @@ class EnvoyFrontDoor:
         args = [envoy_binary(self._settings.envoy_path), "--config-path", self._config_path,
                 "--concurrency", str(self._settings.concurrency), "--disable-hot-restart",
                 "--log-level", "warning", "--drain-time-s", str(max(1, round(self._settings.drain_time))),
-                "--log-format", "%v"]
+                "--log-format", "%v",
+                # its access log (refused calls, connections worth a line) reaches the service's log within a
+                # second, not Envoy's default ten
+                "--file-flush-interval-msec", str(ACCESS_LOG_FLUSH_MS)]
         # Envoy gets SIGTERM when this process dies, however it dies: util-linux's setpriv sets that and execs
         # Envoy (nothing of Python runs in the child); without setpriv, a preexec call does the same.
         setpriv = shutil.which("setpriv")
@@ -204,7 +179,7 @@ class EnvoyFrontDoor:
 
     async def _relay_log(self, process: asyncio.subprocess.Process) -> None:
         assert process.stderr is not None
-        explain = BrokenConnections(self._settings.max_concurrent_streams)
+        explain = DoorLog(self._settings)
         async for raw in process.stderr:
             line = raw.decode(errors="replace").rstrip()
             if line and not any(q in line for q in _QUIET):
