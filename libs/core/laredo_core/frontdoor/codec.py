@@ -182,8 +182,11 @@ class OneRequestInterceptor(grpc.aio.ServerInterceptor):
 
 def _one_request(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
     """The behaviour, reading its one request from a request stream (OneRequestInterceptor); keeps its shape."""
-    async def only(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        async for raw in requests:
+    async def only(_: Any, context: grpc.aio.ServicerContext) -> Any:
+        # context.read, not the request iterator: that one is an async generator, which the event loop closes
+        # with a task of its own when a call leaves it unfinished
+        raw = await context.read()
+        if raw is not grpc.aio.EOF:
             return raw
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                             f"{method}: the request ended before its message was complete (a message's length "
