@@ -1,0 +1,180 @@
+"""The table core's rules, run against every sink built on it: the kernel's TableCore itself, fan-out's
+TableState, query's RowStore and the snapshot service's sequential fold. One implementation of the rules
+(laredo_kernel.table_core); this suite keeps every sink honest to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
+from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
+from laredo_kernel.table_core import TableCore
+from laredo_kernel.tuples import UNCHANGED
+from laredo_fanout.domain.table_state import TableState
+from laredo_query.domain.keys import KeyKind, KeySpec
+from laredo_query.domain.row_store import RowStore
+from laredo_snapshot.domain.table_fold import TableFold
+
+P = Position(1, 0)
+COLUMNS = (ColumnInfo("id", 23, "int4", primary_key_ordinal=1), ColumnInfo("v", 25, "text"),
+           ColumnInfo("big", 25, "text"))
+
+
+class _Row:
+    __slots__ = ("key", "values", "position")
+
+    def __init__(self, key: Any, values: Mapping[str, Any], position: Position | None) -> None:
+        self.key, self.values, self.position = key, values, position
+
+
+class _IdKey:
+    fields = ("id",)
+
+    def has_all(self, partial: Mapping[str, Any]) -> bool:
+        return "id" in partial
+
+    def of_row(self, values: Mapping[str, Any]) -> Any:
+        if values.get("id", UNCHANGED) is UNCHANGED:
+            raise ValueError("the row lacks the value of key column 'id'")
+        return values["id"]
+
+
+class Sink:
+    """A sink seen through the core's operations; rows() as plain dicts sorted by id."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def apply(self, change: RowChange) -> None:
+        self.table.apply(change)
+
+    def baseline(self, baseline_id: str, rows: list[dict[str, Any]], *, begin: bool = True) -> None:
+        if begin:
+            self.table.begin_baseline(baseline_id)
+        for row in rows:
+            self.table.apply_baseline_row(baseline_id, RowChange(P, Action.INSERT, None, row))
+        self.table.end_baseline(baseline_id)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return sorted((dict(r.values) for r in self.table.rows()), key=lambda r: r["id"])
+
+
+class FoldSink(Sink):
+    """The snapshot fold takes stream messages: each change is one transaction at the next position."""
+
+    def __init__(self) -> None:
+        super().__init__(TableFold())
+        self.lsn = 0
+
+    def _message(self, kind: BatchKind, changes: list[RowChange], baseline_id: str = "") -> None:
+        self.lsn += 1
+        first = BASELINE_ORDINAL_BASE if kind is BatchKind.BASELINE_ROWS else 0
+        stamped = [RowChange(Position(self.lsn, first + i), c.action, c.old, c.new) for i, c in enumerate(changes)]
+        batch = ChangeBatchInfo("source", kind, TableId("public", "t"), COLUMNS, self.lsn, self.lsn, 1, 0, 0, True,
+                                stamped, baseline_id=baseline_id)
+        self.table.apply(self.lsn, batch)
+
+    def apply(self, change: RowChange) -> None:
+        self._message(BatchKind.TRANSACTION, [change])
+
+    def baseline(self, baseline_id: str, rows: list[dict[str, Any]], *, begin: bool = True) -> None:
+        if begin:
+            self._message(BatchKind.BASELINE_BEGIN, [], baseline_id)
+        self._message(BatchKind.BASELINE_ROWS, [RowChange(P, Action.INSERT, None, r) for r in rows], baseline_id)
+        self._message(BatchKind.BASELINE_END, [], baseline_id)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return sorted((dict(v) for v in self.table.rows.values()), key=lambda r: r["id"])
+
+
+SINKS: dict[str, Callable[[], Sink]] = {
+    "kernel-core": lambda: Sink(TableCore(_IdKey(), _Row)),
+    "fanout-table-state": lambda: Sink(TableState(("id",), lambda values: b"")),
+    "query-row-store": lambda: Sink(RowStore(KeySpec(("id",), (KeyKind.INTEGER,)))),
+    "snapshot-fold": FoldSink,
+}
+
+
+@pytest.fixture(params=list(SINKS))
+def sink(request: pytest.FixtureRequest) -> Sink:
+    return SINKS[request.param]()
+
+
+def ins(row: dict[str, Any]) -> RowChange:
+    return RowChange(P, Action.INSERT, None, row)
+
+
+def upd(row: dict[str, Any], old: dict[str, Any] | None = None) -> RowChange:
+    return RowChange(P, Action.UPDATE, old, row)
+
+
+def delete(old: dict[str, Any]) -> RowChange:
+    return RowChange(P, Action.DELETE, old, None)
+
+
+def test_applying_a_change_twice_is_applying_it_once(sink: Sink) -> None:
+    for _ in range(2):
+        sink.apply(ins({"id": 1, "v": "a"}))
+        sink.apply(upd({"id": 1, "v": "b"}))
+    assert sink.rows() == [{"id": 1, "v": "b"}]
+
+
+def test_an_unchanged_toasted_value_keeps_the_stored_one(sink: Sink) -> None:
+    sink.apply(ins({"id": 1, "v": "a", "big": "x" * 3000}))
+    sink.apply(upd({"id": 1, "v": "b", "big": UNCHANGED}))
+    sink.apply(upd({"id": 2, "v": "c", "big": UNCHANGED}))  # no stored row: left out, never invented
+    assert sink.rows() == [{"id": 1, "v": "b", "big": "x" * 3000}, {"id": 2, "v": "c"}]
+
+
+def test_a_new_primary_key_moves_the_row_and_a_replayed_move_is_harmless(sink: Sink) -> None:
+    sink.apply(ins({"id": 1, "v": "a", "big": "keep"}))
+    for _ in range(2):
+        sink.apply(upd({"id": 2, "v": "a", "big": UNCHANGED}, old={"id": 1}))
+    assert sink.rows() == [{"id": 2, "v": "a", "big": "keep"}]
+
+
+def test_a_move_onto_another_rows_key_replaces_that_row(sink: Sink) -> None:
+    sink.apply(ins({"id": 1, "v": "a"}))
+    sink.apply(ins({"id": 2, "v": "b"}))
+    sink.apply(upd({"id": 2, "v": "moved"}, old={"id": 1}))
+    assert sink.rows() == [{"id": 2, "v": "moved"}]
+
+
+def test_delete_by_key_or_by_the_whole_old_row(sink: Sink) -> None:
+    for i in (1, 2, 3):
+        sink.apply(ins({"id": i, "v": f"v{i}"}))
+    sink.apply(delete({"id": 1}))
+    sink.apply(delete({"v": "v2"}))  # REPLICA IDENTITY FULL without the key column: found by its values
+    sink.apply(delete({"id": 9}))  # nothing there: nothing happens
+    assert sink.rows() == [{"id": 3, "v": "v3"}]
+
+
+def test_truncate_empties_the_table(sink: Sink) -> None:
+    sink.apply(ins({"id": 1, "v": "a"}))
+    sink.apply(RowChange(P, Action.TRUNCATE, None, None))
+    assert sink.rows() == []
+
+
+def test_a_baseline_generation_removes_at_its_end_every_row_it_did_not_contain(sink: Sink) -> None:
+    for i in (1, 2, 3):
+        sink.apply(ins({"id": i, "v": "old"}))
+    sink.baseline("b1", [{"id": 2, "v": "new"}, {"id": 4, "v": "new"}])
+    assert sink.rows() == [{"id": 2, "v": "new"}, {"id": 4, "v": "new"}]
+
+
+def test_baseline_rows_whose_begin_was_not_seen_start_the_generation(sink: Sink) -> None:
+    sink.apply(ins({"id": 1, "v": "old"}))
+    sink.baseline("b2", [{"id": 5, "v": "new"}], begin=False)
+    assert sink.rows() == [{"id": 5, "v": "new"}]
+
+
+@pytest.mark.parametrize("name", [name for name in SINKS if name != "snapshot-fold"])  # it folds placed rows
+def test_a_row_without_its_key_value_is_refused_naming_the_column(name: str) -> None:
+    sink = SINKS[name]()
+    with pytest.raises(Exception, match="key column"):
+        sink.apply(upd({"id": UNCHANGED, "v": "b"}))
+    assert sink.rows() == []
