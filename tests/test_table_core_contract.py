@@ -1,6 +1,10 @@
 """The table core's rules, run against every sink built on it: the kernel's TableCore itself, fan-out's
 TableState, query's RowStore and the snapshot service's sequential fold. One implementation of the rules
 (laredo_kernel.table_core); this suite keeps every sink honest to it.
+
+The message-level rules (laredo_kernel.table_replay: replays skipped by position, columns adopted, baseline
+control messages) are run the same way: every case of the fold specification (services/snapshot/tests/
+fold_spec.py) against fan-out's replicator and the snapshot service's sequential fold.
 """
 
 from __future__ import annotations
@@ -9,11 +13,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
+from services.snapshot.tests.fold_spec import FoldCase, fold_cases, sequential
+from services.snapshot.tests.snapshot_testkit import SOURCE, TABLE, canonical, decoded
 
 from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
 from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
 from laredo_kernel.table_core import TableCore
 from laredo_kernel.tuples import UNCHANGED
+from laredo_core.stream.feed import FeedMessage
+from laredo_fanout.adapters.memory import ManualClock, SilentObserver
+from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
+from laredo_fanout.application.replicator import Replicator
+from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
 from laredo_fanout.domain.table_state import TableState
 from laredo_query.domain.keys import KeyKind, KeySpec
 from laredo_query.domain.row_store import RowStore
@@ -178,3 +189,30 @@ def test_a_row_without_its_key_value_is_refused_naming_the_column(name: str) -> 
     with pytest.raises(Exception, match="key column"):
         sink.apply(upd({"id": UNCHANGED, "v": "b"}))
     assert sink.rows() == []
+
+
+# The message-level rules, by the fold specification's cases
+
+CASES = fold_cases()
+
+
+def fanout_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[str, Any]]:
+    encoder = ProtobufSyncEncoder()
+    replica = TableReplica(SOURCE, TABLE, ReplicaLimits(1_000_000, 0.0, 5.0, 0), encoder)
+    replicator = Replicator({TABLE: replica}, encoder, ManualClock(), SilentObserver())
+    for sequence, batch in messages:
+        replicator.on_batch(FeedMessage(TABLE, batch, sequence))
+    return [r.values for r in replica.state.rows()]
+
+
+def fold_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[str, Any]]:
+    fold, _ = sequential(messages)
+    return list(fold.rows.values())
+
+
+@pytest.mark.parametrize("replay", [fanout_replay, fold_replay], ids=["fanout-replicator", "snapshot-fold"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_the_stream_is_applied_as_the_fold_specification_says(case: FoldCase, replay: Any) -> None:
+    messages = decoded(case.messages)
+    cut = case.last_sequence or len(messages)
+    assert canonical(replay(messages[:cut])) == canonical(case.expected.values())

@@ -1,11 +1,9 @@
 """Apply stream messages to each target's rows and journal: the ChangeSink of the fan-out service.
 
-Positions are the idempotency key: a change at or before the table's applied position is a
-replay and is skipped, and said loudly (PositionRegressions): positions only grow along a stream.
-A new epoch (the source's WAL started again lower) sorts after everything before it, so its baseline
-is applied. Control batches get positions that sort where the stream puts them:
-BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before
-the first change committed at the baseline's snapshot LSN.
+The rules of applying a table's messages are laredo_kernel.table_replay's (shared with the snapshot service's
+fold): a replayed change is skipped, and here said loudly (PositionRegressions): positions only grow along a
+stream. A new epoch (the source's WAL started again lower) sorts after everything before it, so its baseline
+is applied. Each effect becomes a journal entry at the position the rules give it.
 
 Bad input never stops the stream: a change that cannot be applied (ChangeNotApplicable), a message that carries
 another table or does not decode becomes a dead letter of the target's pipeline (with the reason), is counted on
@@ -18,8 +16,9 @@ import logging
 from collections.abc import Mapping
 
 from laredo_kernel.changes import BatchKind, ChangeBatchInfo, TableId
+from laredo_kernel.table_replay import columns_to_adopt, replay
 from laredo_core.deadletters.recorder import DeadLetterRecorder
-from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
+from laredo_kernel.position import Position
 from laredo_core.stream.feed import UndecodableMessage
 from laredo_core.stream.regressions import PositionRegressions
 
@@ -76,9 +75,10 @@ class Replicator:
     def _adopt_columns(self, replica: TableReplica, batch: ChangeBatchInfo) -> int:
         """Every message carries the table's columns: a change is noted for clients (returns 1), a new
         primary key re-keys the stored rows. Replayed messages carry old columns and are ignored."""
-        if not batch.columns or batch.columns == replica.columns or not _has_news(replica, batch):
+        columns = columns_to_adopt(replica, replica.columns, batch)
+        if columns is None:
             return 0
-        old, replica.columns = replica.columns, batch.columns
+        old, replica.columns = replica.columns, columns
         key = batch.key_columns
         if key != replica.state.key_columns:
             if replica.state.key_columns:
@@ -102,62 +102,33 @@ class Replicator:
 
     def _apply(self, replica: TableReplica, message: FeedMessage, trace: object | None) -> int:
         batch = message.batch
-        kind = batch.kind
-        if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
-            return self._apply_changes(replica, message, trace)
-        if kind is BatchKind.BASELINE_BEGIN:
-            position = batch.position(BASELINE_ORDINAL_BASE - 1)
-            if replica.accepts(position):
-                replica.state.begin_baseline(batch.baseline_id)
-                replica.applied_position = position
-            return 0
-        if kind is BatchKind.BASELINE_END:
-            return self._end_baseline(replica, batch, trace)
-        if kind is BatchKind.RESYNC_REQUIRED:
+        if batch.kind is BatchKind.RESYNC_REQUIRED:
             log.warning("%s: the source lost continuity (%s); rows may be stale until the next baseline",
                         replica.table, batch.reason or "no reason given")
-        return 0
-
-    def _apply_changes(self, replica: TableReplica, message: FeedMessage, trace: object | None) -> int:
-        batch = message.batch
-        state, baseline = replica.state, batch.kind is BatchKind.BASELINE_ROWS
-        appended = skipped = 0
-        applied_before = replica.applied_position
-        for index, change in enumerate(batch.changes):
-            if not replica.accepts(change.position):
-                skipped += 1
-                continue
-            try:
-                if baseline:
-                    effect = state.apply_baseline_row(batch.baseline_id, change)
-                else:
-                    effect = state.apply(change)
-            except ChangeNotApplicable as exc:  # bad input: keep it as a dead letter and go on
-                replica.dead_letters += 1
-                self.dead_letters.change_failed(replica.source_id, message, index, str(exc))
-                effect = None
-            replica.applied_position = change.position
-            if effect is not None:
-                self._journal(replica, effect, change.position, batch, trace)
-                appended += 1
-        if skipped:
-            replica.position_regressions = self.regressions.report(
-                replica.table, message.stream_sequence, batch.changes[0].position, applied_before, skipped)
-        return appended
-
-    def _end_baseline(self, replica: TableReplica, batch: ChangeBatchInfo, trace: object | None) -> int:
-        end = batch.position(-1)
-        if not replica.accepts(end):
             return 0
-        effects = replica.state.end_baseline(batch.baseline_id)
-        for index, effect in enumerate(effects):
-            # Ordinals -n .. -1: after every baseline row, before every change at the snapshot LSN.
-            self._journal(replica, effect, batch.position(index - len(effects)), batch, trace)
-        replica.applied_position = end
-        if not replica.baseline_complete:
-            log.info("%s: baseline %s complete (%d rows)", replica.table, batch.baseline_id, len(replica.state))
-        replica.mark_baseline_complete()
-        return len(effects)
+        journaled = 0
+
+        def journal(effect: RowEffect, position: Position) -> None:
+            nonlocal journaled
+            self._journal(replica, effect, position, batch, trace)
+            journaled += 1
+
+        def dead_letter(index: int, exc: Exception) -> None:  # bad input: kept as a dead letter, applying goes on
+            replica.dead_letters += 1
+            self.dead_letters.change_failed(replica.source_id, message, index, str(exc))
+
+        outcome = replay(replica.state, replica, batch, journal, refused=(ChangeNotApplicable,),
+                         on_refused=dead_letter)
+        if outcome.skipped:
+            replica.position_regressions = self.regressions.report(
+                replica.table, message.stream_sequence, batch.changes[0].position, outcome.applied_before,
+                outcome.skipped)
+        if outcome.baseline_ended:
+            if not replica.baseline_complete:
+                log.info("%s: baseline %s complete (%d rows)", replica.table, batch.baseline_id,
+                         len(replica.state))
+            replica.mark_baseline_complete()
+        return journaled
 
     def _journal(self, replica: TableReplica, effect: RowEffect, position: Position, batch: ChangeBatchInfo,
                  trace: object | None) -> None:
@@ -170,11 +141,4 @@ class Replicator:
         )
         journal.append(JournalEntry(sequence, position, commit_time, batch.xid, effect.action, effect.old,
                                     effect.new, now, encoded, trace), now)
-
-
-def _has_news(replica: TableReplica, batch: ChangeBatchInfo) -> bool:
-    """Whether the message goes beyond the applied position (its last change, or its LSN for control)."""
-    if batch.changes:
-        return replica.accepts(batch.changes[-1].position)
-    return batch.commit_lsn == 0 or replica.accepts(batch.position(BASELINE_ORDINAL_BASE - 1))
 

@@ -2,10 +2,8 @@
 
 The specification of the fold (the key-by-key fold must give the same rows; the shared spec tests check it),
 and the fold of last resort for tails the key-by-key fold cannot do exactly (a changed primary key, changes
-naming rows by other columns). The rows follow the shared table core (laredo_kernel.table_core), as fan-out's
-and query's do; around it, as the fan-out replicator does:
-- positions are the idempotency key: a change at or before the applied position is skipped;
-- every message's columns are adopted when they differ and the message brings news; a new key re-keys rows.
+naming rows by other columns). Messages are applied with the rules fan-out applies them with
+(laredo_kernel.table_replay) to rows kept by the shared table core (laredo_kernel.table_core).
 """
 
 from __future__ import annotations
@@ -13,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from laredo_kernel.changes import BatchKind, ChangeBatchInfo, ColumnInfo
-from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
+from laredo_kernel.changes import ChangeBatchInfo, ColumnInfo
+from laredo_kernel.position import Position
 from laredo_kernel.table_core import TableCore
+from laredo_kernel.table_replay import columns_to_adopt, replay
 
 from laredo_snapshot.domain.records import Key, key_of
 
@@ -70,42 +69,24 @@ class TableFold:
         self._core.restore(rows, position)
         self.applied, self.stream_sequence = position, stream_sequence
 
+    @property
+    def applied_position(self) -> Position | None:
+        return self.applied
+
+    @applied_position.setter
+    def applied_position(self, position: Position | None) -> None:
+        self.applied = position
+
     def apply(self, sequence: int, batch: ChangeBatchInfo) -> None:
         """Apply one stream message of the table (JSON-compatible values)."""
-        self._adopt_columns(batch)
-        kind = batch.kind
-        if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
-            for change in batch.changes:
-                if self._accepts(change.position):
-                    if kind is BatchKind.BASELINE_ROWS:
-                        self._core.apply_baseline_row(batch.baseline_id, change)
-                    else:
-                        self._core.apply(change)
-                    self.applied = change.position
-        elif kind is BatchKind.BASELINE_BEGIN:
-            begin = batch.position(BASELINE_ORDINAL_BASE - 1)
-            if self._accepts(begin):
-                self._core.begin_baseline(batch.baseline_id)
-                self.applied = begin
-        elif kind is BatchKind.BASELINE_END:
-            end = batch.position(-1)
-            if self._accepts(end):
-                self._core.end_baseline(batch.baseline_id)
-                self.applied = end
+        columns = columns_to_adopt(self, self.columns, batch)
+        if columns is not None:
+            self.columns = columns
+            if batch.key_columns != self.key_columns:
+                self._core.rekey(_FoldKey(batch.key_columns))
+        replay(self._core, self, batch, _ignore)
         self.stream_sequence = sequence
 
-    def _accepts(self, position: Position) -> bool:
-        applied = self.applied
-        return applied is None or position > applied
 
-    def _has_news(self, batch: ChangeBatchInfo) -> bool:
-        if batch.changes:
-            return self._accepts(batch.changes[-1].position)
-        return batch.commit_lsn == 0 or self._accepts(batch.position(BASELINE_ORDINAL_BASE - 1))
-
-    def _adopt_columns(self, batch: ChangeBatchInfo) -> None:
-        if not batch.columns or batch.columns == self.columns or not self._has_news(batch):
-            return
-        self.columns = batch.columns
-        if batch.key_columns != self.key_columns:
-            self._core.rekey(_FoldKey(batch.key_columns))
+def _ignore(_effect: object, _position: Position) -> None:
+    return None
