@@ -161,7 +161,7 @@ def _behaviour(handler: grpc.RpcMethodHandler, behaviour: Callable[..., Any]) ->
 
 
 class OneRequestInterceptor(grpc.aio.ServerInterceptor):
-    """Serves every one-request call as a request stream that must carry exactly one message.
+    """Serves every one-request call as a request stream whose first message is the request.
 
     grpcio's own one-request handling drops a call whose request never arrives whole (a length prefix that
     promises more bytes than the stream carries before it ends) without answering it: the client waits until

@@ -30,7 +30,9 @@ async def connect_nats(servers: Sequence[str], *, name: str, **options: Any) -> 
     upgrades to TLS only when the server asks for it, so when TLS is expected (a `tls://` URL or `stream.tls`)
     and the first server answered in cleartext, the connection is closed and NatsTlsMissing raised.
     """
-    client = await _connect_or_tls_failure(servers, name=name, **_security(servers), **options)
+    without_client_cert = isinstance(servers, NatsServers) and _expects_tls(servers) and not servers.tls.cert
+    client = await _connect_or_tls_failure(servers, without_client_cert, name=name, **_security(servers),
+                                           **options)
     if _expects_tls(servers) and not _uses_tls(client):
         await client.close()
         url = client.connected_url.geturl() if client.connected_url else ", ".join(servers)
@@ -39,7 +41,7 @@ async def connect_nats(servers: Sequence[str], *, name: str, **options: Any) -> 
     return client
 
 
-async def _connect_or_tls_failure(servers: Sequence[str], **options: Any) -> Client:
+async def _connect_or_tls_failure(servers: Sequence[str], without_client_cert: bool, **options: Any) -> Client:
     """nats.connect, but a failed TLS handshake raises NatsTlsFailed: nats-py would hang in its clean-up after one
     (nats-io/nats.py#718), whatever its reconnect settings."""
     failed: asyncio.Future[ssl.SSLError] = asyncio.get_running_loop().create_future()
@@ -65,7 +67,7 @@ async def _connect_or_tls_failure(servers: Sequence[str], **options: Any) -> Cli
         raise NatsTlsFailed(f"TLS with NATS at {', '.join(servers)} failed: {exc}; check stream.tls (ca: the CA that "
                             "signs the servers' certificates; cert and key: when the servers require a client "
                             "certificate)") from exc
-    if (options.get("tls") is not None and connecting.exception() is not None and errors
+    if (without_client_cert and not connecting.cancelled() and connecting.exception() is not None and errors
             and all(isinstance(e, (BrokenPipeError, ConnectionResetError)) for e in errors)):
         # TLS 1.3: a server that wants a client certificate may close the connection after the handshake before
         # its alert is read, and the client sees only a broken connection
