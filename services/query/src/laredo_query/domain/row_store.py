@@ -8,7 +8,6 @@ Invariants (besides the core's):
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -125,4 +124,4 @@ def _as_seen_here(effect: RowEffect | None) -> RowEffect | None:
     if effect is None or effect.new is None:
         return effect
     action = Action.INSERT if effect.old is None else Action.UPDATE
-    return effect if action is effect.action else dataclasses.replace(effect, action=action)
+    return effect if action is effect.action else RowEffect(action, effect.old, effect.new, effect.displaced)
