@@ -110,7 +110,7 @@ def test_baseline_end_removes_rows_the_generation_did_not_contain() -> None:
 def test_rekey_switches_the_primary_key() -> None:
     s = state()
     s.apply(change(Action.INSERT, {"id": 1, "code": "a"}))
-    s.rekey(("code",))
+    s.rekey_columns(("code",))
     assert s.get(("a",)) is not None and s.get((1,)) is None
 
 

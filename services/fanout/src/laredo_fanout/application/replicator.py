@@ -83,7 +83,7 @@ class Replicator:
         if key != replica.state.key_columns:
             if replica.state.key_columns:
                 log.info("%s: primary key is now (%s)", replica.table, ", ".join(key))
-            replica.state.rekey(key)
+            replica.state.rekey_columns(key)
         if not old:
             return 0  # the first columns seen: nothing changed for any client
         log.info("%s: columns changed (%s)", replica.table, batch.reason or f"{batch.kind.value} message")

@@ -175,7 +175,7 @@ class TableSnapshots:
         for manifest in manifests:
             try:
                 rows = await self._verified_rows(manifest)
-                await asyncio.to_thread(self.replica.state.restore, manifest.key_columns, rows)
+                await asyncio.to_thread(self.replica.state.restore_rows, manifest.key_columns, rows)
                 self.replica.restored(manifest)
             except (SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable, PositionError) as exc:
                 log.error("%s: snapshot %s unusable (%s); trying an older one", self.table, manifest.snapshot_id, exc)

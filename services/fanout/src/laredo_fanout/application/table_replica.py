@@ -175,7 +175,7 @@ class TableReplica:
 
     def restore(self, manifest: SnapshotManifest, rows: Iterable[dict[str, Any]]) -> None:
         """Start from a snapshot: its rows, columns and position; the journal continues after its sequence."""
-        self.state.restore(manifest.key_columns, rows)
+        self.state.restore_rows(manifest.key_columns, rows)
         self.restored(manifest)
 
     def restored(self, manifest: SnapshotManifest) -> None:

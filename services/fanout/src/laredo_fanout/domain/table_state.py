@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from laredo_kernel.changes import RowChange
 from laredo_kernel.position import Position
 from laredo_kernel.rows import hashable
 from laredo_kernel.table_core import RowEffect as CoreEffect
@@ -72,12 +71,12 @@ class ColumnsKey:
         return key
 
 
-class TableState:
+class TableState(TableCore[StoredRow]):
     """Rows of one table by primary-key tuple, plus the baseline generation being loaded."""
 
     def __init__(self, key_columns: tuple[str, ...], encode: RowEncoder) -> None:
         self._encode = encode
-        self._core: TableCore[StoredRow] = TableCore(ColumnsKey(key_columns), self._row)
+        super().__init__(ColumnsKey(key_columns), self._row)
         #: The position of the snapshot the rows without a position of their own were restored from.
         self.restored_position: Position | None = None
 
@@ -86,60 +85,23 @@ class TableState:
 
     @property
     def key_columns(self) -> tuple[str, ...]:
-        return self._core.key_rule.fields
-
-    def __len__(self) -> int:
-        return len(self._core)
-
-    def get(self, key: RowKey) -> StoredRow | None:
-        return self._core.get(key)
+        return self.key_rule.fields
 
     def written_at(self, row: StoredRow) -> Position | None:
         """The position of the change that last wrote `row` (the snapshot's for a restored row; None: unknown)."""
         return row.position if row.position is not None else self.restored_position
 
-    @property
-    def baseline_in_progress(self) -> bool:
-        """Between a baseline's BEGIN and END: the rows seen so far exist only in memory, not in a snapshot."""
-        return self._core.baseline_in_progress
-
-    def restore(self, key_columns: tuple[str, ...], rows: Iterable[dict[str, Any]]) -> None:
+    def restore_rows(self, key_columns: tuple[str, ...], rows: Iterable[dict[str, Any]]) -> None:
         """Replace every row by `rows` (JSON-compatible values, e.g. from a snapshot); the caller sets
         `restored_position` to the snapshot's position."""
-        self._core = TableCore(ColumnsKey(key_columns), self._row)
+        self._key = ColumnsKey(key_columns)
         self.restored_position = None
-        self._core.restore(rows)
+        self.restore(rows)
 
-    def rows(self) -> list[StoredRow]:
-        """A point-in-time copy: later changes replace rows in the table, never in this list."""
-        return self._core.rows()
-
-    def key_of(self, values: Mapping[str, Any]) -> RowKey:
-        return self._core.key_of(values)
-
-    def rekey(self, key_columns: tuple[str, ...]) -> None:
+    def rekey_columns(self, key_columns: tuple[str, ...]) -> None:
         """Switch to another primary key (schema change); rows keep their values."""
         if key_columns != self.key_columns:
-            self._core.rekey(ColumnsKey(key_columns))
-
-    def apply(self, change: RowChange) -> RowEffect | None:
-        """Apply one streamed change; None when it changed nothing (e.g. a replay)."""
-        return self._core.apply(change)
-
-    def begin_baseline(self, baseline_id: str) -> None:
-        """Start a baseline generation: rows it does not contain are removed at its end."""
-        self._core.begin_baseline(baseline_id)
-
-    def apply_baseline_row(self, baseline_id: str, change: RowChange) -> RowEffect | None:
-        return self._core.apply_baseline_row(baseline_id, change)
-
-    def end_baseline(self, baseline_id: str) -> list[RowEffect]:
-        """Remove every row the generation did not contain; returns one DELETE effect per removed row."""
-        return self._core.end_baseline(baseline_id)
-
-    def find_key(self, partial: Mapping[str, Any]) -> RowKey | None:
-        """The key of the row an old tuple (a key or a full row) names, None when no row matches."""
-        return self._core.find_key(partial)
+            self.rekey(ColumnsKey(key_columns))
 
 
 def _no_key(columns: tuple[str, ...], missing: str) -> str:

@@ -73,7 +73,7 @@ class IndexedTable:
         key_spec = KeySpec.for_columns(key_columns or tuple(by_name), by_name)
         rebuild_all = key_spec != self._store.spec
         if rebuild_all:
-            self._store.rekey(key_spec)
+            self._store.rekey_spec(key_spec)
             self._order = None
         self._problems = {}
         for definition in self._definitions.values():

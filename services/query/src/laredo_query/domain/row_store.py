@@ -8,7 +8,7 @@ Invariants (besides the core's):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from laredo_kernel.changes import Action, RowChange
@@ -63,61 +63,24 @@ class _StoreKey:
                             "cannot be placed")
 
 
-class RowStore:
+class RowStore(TableCore[StoredRow]):
     """Rows by primary key, plus the baseline generation being loaded."""
 
     def __init__(self, spec: KeySpec) -> None:
+        super().__init__(_StoreKey(spec), StoredRow)
         self.spec = spec
-        self._core: TableCore[StoredRow] = TableCore(_StoreKey(spec), StoredRow)
 
-    def __len__(self) -> int:
-        return len(self._core)
-
-    def __contains__(self, key: Key) -> bool:
-        return key in self._core
-
-    def get(self, key: Key) -> StoredRow | None:
-        return self._core.get(key)
-
-    def rows(self) -> list[StoredRow]:
-        """A point-in-time copy: later changes replace rows in the store, never in this list."""
-        return self._core.rows()
-
-    def keys(self) -> Iterable[Key]:
-        return self._core.keys()
-
-    @property
-    def baseline_in_progress(self) -> bool:
-        """Between a baseline's BEGIN and END (its generation is open)."""
-        return self._core.baseline_in_progress
-
-    def rekey(self, spec: KeySpec) -> None:
+    def rekey_spec(self, spec: KeySpec) -> None:
         """Key rows by another primary key (or another kind of key column); rows keep their values."""
         self.spec = spec
-        self._core.rekey(_StoreKey(spec))
+        self.rekey(_StoreKey(spec))
 
     def apply(self, change: RowChange) -> RowEffect | None:
         """Apply one streamed change; None when it changed nothing (e.g. a replay)."""
-        return _as_seen_here(self._core.apply(change))
-
-    def begin_baseline(self, baseline_id: str) -> None:
-        """Start a baseline generation: rows it does not contain are removed at its end."""
-        self._core.begin_baseline(baseline_id)
+        return _as_seen_here(super().apply(change))
 
     def apply_baseline_row(self, baseline_id: str, change: RowChange) -> RowEffect | None:
-        return _as_seen_here(self._core.apply_baseline_row(baseline_id, change))
-
-    def end_baseline(self, baseline_id: str) -> list[RowEffect]:
-        """Remove every row the generation did not contain; one DELETE effect per removed row."""
-        return self._core.end_baseline(baseline_id)
-
-    def key_of(self, values: Mapping[str, Any]) -> Key:
-        """The primary key of a row's values; RowWithoutKey when a key value is absent or UNCHANGED."""
-        return self._core.key_of(values)
-
-    def find_key(self, partial: Mapping[str, Any]) -> Key | None:
-        """The key of the stored row an old tuple (key or full row) names, None if no row matches."""
-        return self._core.find_key(partial)
+        return _as_seen_here(super().apply_baseline_row(baseline_id, change))
 
 
 def _as_seen_here(effect: RowEffect | None) -> RowEffect | None:
