@@ -18,7 +18,7 @@ from services.snapshot.tests.snapshot_testkit import SOURCE, TABLE, canonical, d
 
 from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
 from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
-from laredo_kernel.table_core import TableCore
+from laredo_kernel.table_core import ColumnsKey, PlainRow, TableCore
 from laredo_kernel.tuples import UNCHANGED
 from laredo_core.stream.feed import FeedMessage
 from laredo_fanout.adapters.memory import ManualClock, SilentObserver
@@ -33,25 +33,6 @@ from laredo_snapshot.domain.table_fold import TableFold
 P = Position(1, 0)
 COLUMNS = (ColumnInfo("id", 23, "int4", primary_key_ordinal=1), ColumnInfo("v", 25, "text"),
            ColumnInfo("big", 25, "text"))
-
-
-class _Row:
-    __slots__ = ("key", "values", "position")
-
-    def __init__(self, key: Any, values: Mapping[str, Any], position: Position | None) -> None:
-        self.key, self.values, self.position = key, values, position
-
-
-class _IdKey:
-    fields = ("id",)
-
-    def has_all(self, partial: Mapping[str, Any]) -> bool:
-        return "id" in partial
-
-    def of_row(self, values: Mapping[str, Any]) -> Any:
-        if values.get("id", UNCHANGED) is UNCHANGED:
-            raise ValueError("the row lacks the value of key column 'id'")
-        return values["id"]
 
 
 class Sink:
@@ -103,7 +84,7 @@ class FoldSink(Sink):
 
 
 SINKS: dict[str, Callable[[], Sink]] = {
-    "kernel-core": lambda: Sink(TableCore(_IdKey(), _Row)),
+    "kernel-core": lambda: Sink(TableCore(ColumnsKey(("id",)), PlainRow)),
     "fanout-table-state": lambda: Sink(TableState(("id",), lambda values: b"")),
     "query-row-store": lambda: Sink(RowStore(KeySpec(("id",), (KeyKind.INTEGER,)))),
     "snapshot-fold": FoldSink,
@@ -183,12 +164,22 @@ def test_baseline_rows_whose_begin_was_not_seen_start_the_generation(sink: Sink)
     assert sink.rows() == [{"id": 5, "v": "new"}]
 
 
-@pytest.mark.parametrize("name", [name for name in SINKS if name != "snapshot-fold"])  # it folds placed rows
+@pytest.mark.parametrize("name", [name for name in SINKS if name != "snapshot-fold"])
 def test_a_row_without_its_key_value_is_refused_naming_the_column(name: str) -> None:
     sink = SINKS[name]()
     with pytest.raises(Exception, match="key column"):
         sink.apply(upd({"id": UNCHANGED, "v": "b"}))
     assert sink.rows() == []
+
+
+def test_the_fold_skips_a_row_without_its_key_value_as_fanout_does() -> None:
+    """Fan-out's replicator keeps such a change as a dead letter and goes on; the fold skips and counts it."""
+    fold = FoldSink()
+    fold.apply(ins({"id": 1, "v": "a"}))
+    fold.apply(upd({"id": UNCHANGED, "v": "b"}))
+    fold.apply(ins({"id": 2, "v": "c"}))
+    assert fold.rows() == [{"id": 1, "v": "a"}, {"id": 2, "v": "c"}]
+    assert fold.table.keyless == 1
 
 
 # The message-level rules, by the fold specification's cases
@@ -207,7 +198,7 @@ def fanout_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[s
 
 def fold_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[str, Any]]:
     fold, _ = sequential(messages)
-    return list(fold.rows.values())
+    return fold.row_values()
 
 
 @pytest.mark.parametrize("replay", [fanout_replay, fold_replay], ids=["fanout-replicator", "snapshot-fold"])

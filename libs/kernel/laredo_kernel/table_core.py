@@ -21,7 +21,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from laredo_kernel.changes import Action, RowChange
 from laredo_kernel.position import Position
-from laredo_kernel.rows import merge_unchanged, values_match
+from laredo_kernel.rows import hashable, merge_unchanged, values_match
+from laredo_kernel.tuples import UNCHANGED
 
 
 class KeyRule(Protocol):
@@ -46,6 +47,62 @@ Row = TypeVar("Row", bound=StoredRow)
 #: Makes a stored row from its key, values and the position of the change that wrote it.
 RowFactory = Callable[[Any, Mapping[str, Any], "Position | None"], Row]
 _UNKNOWN: Any = object()
+
+
+class PlainRow:
+    """A stored row with nothing but what the core needs (a sink with nothing of its own to keep)."""
+
+    __slots__ = ("key", "values", "position")
+
+    def __init__(self, key: Any, values: Mapping[str, Any], position: Position | None) -> None:
+        self.key, self.values, self.position = key, values, position
+
+
+class MissingKeyValue(LookupError):
+    """A row lacks the value of key column `column`: absent, or an unchanged TOASTed value sent without the old
+    key. Sinks turn it into their own error (ColumnsKey's `refuse`)."""
+
+    def __init__(self, column: str, columns: tuple[str, ...]) -> None:
+        super().__init__(f"the row lacks the value of key column {column!r} (key: {', '.join(columns)})")
+        self.column, self.columns = column, columns
+
+
+def key_values(values: Mapping[str, Any], columns: tuple[str, ...]) -> tuple[Any, ...]:
+    """The key as the tuple of `columns`' values (every column's, for a table without a key), made hashable
+    when it holds arrays or JSON; MissingKeyValue when one is absent or UNCHANGED."""
+    columns = columns or tuple(values)
+    try:
+        key = tuple([values[c] for c in columns])
+    except KeyError as exc:
+        raise MissingKeyValue(exc.args[0], columns) from None
+    if UNCHANGED in key:
+        raise MissingKeyValue(next(c for c, v in zip(columns, key) if v is UNCHANGED), columns)
+    try:
+        hash(key)
+    except TypeError:  # arrays or JSON in the key: rare, so checked only on failure
+        key = tuple(hashable(v) for v in key)
+    return key
+
+
+class ColumnsKey:
+    """The key rule of key_values; `refuse` turns a MissingKeyValue into the sink's own error."""
+
+    __slots__ = ("fields", "_refuse")
+
+    def __init__(self, fields: tuple[str, ...],
+                 refuse: Callable[[MissingKeyValue], Exception] | None = None) -> None:
+        self.fields, self._refuse = fields, refuse
+
+    def has_all(self, partial: Mapping[str, Any]) -> bool:
+        return all(c in partial for c in self.fields)
+
+    def of_row(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        try:
+            return key_values(values, self.fields)
+        except MissingKeyValue as exc:
+            if self._refuse is None:
+                raise
+            raise self._refuse(exc) from None
 
 
 class RowEffect(Generic[Row]):
@@ -108,8 +165,11 @@ class TableCore(Generic[Row]):
     def key_of(self, values: Mapping[str, Any]) -> Any:
         return self._key.of_row(values)
 
-    def restore(self, rows: Iterable[Mapping[str, Any]], position: Position | None = None) -> None:
-        """Replace every row by `rows` (e.g. from a snapshot), each written at `position`."""
+    def restore(self, rows: Iterable[Mapping[str, Any]], position: Position | None = None,
+                key: KeyRule | None = None) -> None:
+        """Replace every row by `rows` (e.g. from a snapshot), each written at `position`, keyed by `key` (by
+        default: as before)."""
+        self._key = key or self._key
         self._baseline_id, self._baseline_seen = None, set()
         self._rows = {}
         for values in rows:

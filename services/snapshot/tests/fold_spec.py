@@ -239,7 +239,7 @@ def by_keys(messages: Messages, base: TableFold | None = None) -> tuple[list[dic
 
 
 def start_of(fold: TableFold) -> FoldStart:
-    return FoldStart(fold.applied, fold.columns, fold.key_columns, fold.stream_sequence, len(fold.rows))
+    return FoldStart(fold.applied_position, fold.columns, fold.key_columns, fold.stream_sequence, len(fold.rows))
 
 
 def consistent_splits(case: FoldCase) -> list[int]:

@@ -25,7 +25,7 @@ def test_sequential_fold_gives_the_expected_rows(case: FoldCase) -> None:
     fold, plan = sequential(decoded(case.messages))
     assert canonical(fold.rows.values()) == canonical(case.expected.values())
     assert plan.last_sequence == (case.last_sequence or len(case.messages))
-    assert fold.stream_sequence == plan.last_sequence and fold.applied == plan.position
+    assert fold.stream_sequence == plan.last_sequence and fold.applied_position == plan.position
     assert (fold.columns, fold.key_columns) == (plan.columns, plan.key_columns)
     if case.columns:
         assert plan.columns == case.columns

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from laredo_kernel.position import Position
-from laredo_kernel.rows import hashable
 from laredo_kernel.table_core import RowEffect as CoreEffect
-from laredo_kernel.table_core import TableCore
-from laredo_kernel.tuples import UNCHANGED
+from laredo_kernel.table_core import ColumnsKey, MissingKeyValue, TableCore
 
 from laredo_fanout.domain.errors import RowWithoutKey
 
@@ -45,30 +43,10 @@ class StoredRow:
 RowEffect = CoreEffect[StoredRow]
 
 
-class ColumnsKey:
-    """The key as the tuple of the key columns' values (every column's, for a table without a key)."""
-
-    __slots__ = ("fields",)
-
-    def __init__(self, fields: tuple[str, ...]) -> None:
-        self.fields = fields
-
-    def has_all(self, partial: Mapping[str, Any]) -> bool:
-        return all(c in partial for c in self.fields)
-
-    def of_row(self, values: Mapping[str, Any]) -> RowKey:
-        columns = self.fields or tuple(values)
-        try:
-            key = tuple([values[c] for c in columns])
-        except KeyError as exc:
-            raise RowWithoutKey(_no_key(columns, exc.args[0])) from None
-        if UNCHANGED in key:
-            raise RowWithoutKey(_no_key(columns, next(c for c, v in zip(columns, key) if v is UNCHANGED)))
-        try:
-            hash(key)
-        except TypeError:  # arrays or JSON in the key: rare, so checked only on failure
-            key = tuple(hashable(v) for v in key)
-        return key
+def _refused(missing: MissingKeyValue) -> RowWithoutKey:
+    return RowWithoutKey(f"{missing}; absent, or an unchanged TOASTed value sent without the old key, so it cannot "
+                         "be placed; give the table a primary key (or REPLICA IDENTITY FULL) in the source, then "
+                         "replay the dead letters or reload the table")
 
 
 class TableState(TableCore[StoredRow]):
@@ -76,7 +54,7 @@ class TableState(TableCore[StoredRow]):
 
     def __init__(self, key_columns: tuple[str, ...], encode: RowEncoder) -> None:
         self._encode = encode
-        super().__init__(ColumnsKey(key_columns), self._row)
+        super().__init__(ColumnsKey(key_columns, _refused), self._row)
         #: The position of the snapshot the rows without a position of their own were restored from.
         self.restored_position: Position | None = None
 
@@ -94,17 +72,11 @@ class TableState(TableCore[StoredRow]):
     def restore_rows(self, key_columns: tuple[str, ...], rows: Iterable[dict[str, Any]]) -> None:
         """Replace every row by `rows` (JSON-compatible values, e.g. from a snapshot); the caller sets
         `restored_position` to the snapshot's position."""
-        self._key = ColumnsKey(key_columns)
         self.restored_position = None
-        self.restore(rows)
+        self.restore(rows, key=ColumnsKey(key_columns, _refused))
 
     def rekey_columns(self, key_columns: tuple[str, ...]) -> None:
         """Switch to another primary key (schema change); rows keep their values."""
         if key_columns != self.key_columns:
-            self.rekey(ColumnsKey(key_columns))
+            self.rekey(ColumnsKey(key_columns, _refused))
 
-
-def _no_key(columns: tuple[str, ...], missing: str) -> str:
-    return (f"the row lacks the value of key column {missing!r} (key: {', '.join(columns)}; absent, or an unchanged "
-            "TOASTed value sent without the old key), so it cannot be placed; give the table a primary key (or "
-            "REPLICA IDENTITY FULL) in the source, then replay the dead letters or reload the table")

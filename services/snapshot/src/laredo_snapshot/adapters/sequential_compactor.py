@@ -64,11 +64,13 @@ class SequentialCompactor:
             await asyncio.to_thread(_apply, fold, messages, plan.last_sequence)
         fold_seconds, started = time.perf_counter() - started, time.perf_counter()
         with self._observer.phase("snapshot.write", {"laredo.table": table}):
-            parts, checksum = await self._write(job, store, list(fold.rows.values()), fold.columns)
+            rows = fold.row_values()
+            parts, checksum = await self._write(job, store, rows, fold.columns)
         write_seconds = time.perf_counter() - started
         return CompactionResult(
-            columns=fold.columns, key_columns=fold.key_columns, row_count=len(fold.rows),
-            source_position=str(fold.applied), stream_sequence=fold.stream_sequence, parts=parts, checksum=checksum,
+            columns=fold.columns, key_columns=fold.key_columns, row_count=len(rows),
+            source_position=str(fold.applied_position), stream_sequence=fold.stream_sequence, parts=parts,
+            checksum=checksum,
             messages=plan.messages, changes=plan.changes, engine="sequential",
             sequential_reason=plan.sequential_reason,
             times=PhaseTimes(read_tail=read_seconds, fold=fold_seconds, write=write_seconds))

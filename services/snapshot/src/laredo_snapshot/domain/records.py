@@ -26,7 +26,7 @@ from typing import Any
 
 from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo
 from laredo_kernel.position import Position
-from laredo_kernel.rows import hashable
+from laredo_kernel.table_core import MissingKeyValue, key_values
 from laredo_kernel.tuples import UNCHANGED
 
 from laredo_snapshot.domain.errors import CompactionFailed
@@ -81,17 +81,11 @@ def key_columns_of(columns: Sequence[ColumnInfo]) -> tuple[str, ...]:
 
 
 def key_of(values: Mapping[str, Any], key_columns: tuple[str, ...]) -> Key:
-    """The row's key as the fan-out table state computes it: key values in order (every value without a key)."""
-    columns = key_columns or tuple(values)
+    """The row's key as fan-out computes it (laredo_kernel.table_core.key_values)."""
     try:
-        key = tuple([values[c] for c in columns])
-    except KeyError as exc:
-        raise CompactionFailed(f"a row lacks key column {exc.args[0]!r} (key: {', '.join(columns)})") from None
-    try:
-        hash(key)
-    except TypeError:  # arrays or JSON in the key
-        key = tuple(hashable(v) for v in key)
-    return key
+        return key_values(values, key_columns)
+    except MissingKeyValue as exc:
+        raise CompactionFailed(str(exc)) from None
 
 
 def snapshot_record(line: str, key_columns: tuple[str, ...]) -> Record:

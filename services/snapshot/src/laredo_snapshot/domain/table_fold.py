@@ -13,40 +13,31 @@ from typing import Any
 
 from laredo_kernel.changes import ChangeBatchInfo, ColumnInfo
 from laredo_kernel.position import Position
-from laredo_kernel.table_core import TableCore
+from laredo_kernel.table_core import ColumnsKey, MissingKeyValue, PlainRow, TableCore
 from laredo_kernel.table_replay import columns_to_adopt, replay
 
-from laredo_snapshot.domain.records import Key, key_of
+from laredo_snapshot.domain.records import Key
 
 
-class _FoldRow:
-    __slots__ = ("key", "values", "position")
-
-    def __init__(self, key: Key, values: Mapping[str, Any], position: Position | None) -> None:
-        self.key, self.values, self.position = key, values, position
+class _Keyless(Exception):
+    """A change whose row lacks a key value: fan-out keeps it as a dead letter and goes on; so does the fold."""
 
 
-class _FoldKey:
-    """The key as fan-out reads it (records.key_of): the key columns' values, every column's without a key."""
+def _keyless(missing: MissingKeyValue) -> _Keyless:
+    return _Keyless(str(missing))
 
-    __slots__ = ("fields",)
 
-    def __init__(self, fields: tuple[str, ...]) -> None:
-        self.fields = fields
-
-    def has_all(self, partial: Mapping[str, Any]) -> bool:
-        return all(c in partial for c in self.fields)
-
-    def of_row(self, values: Mapping[str, Any]) -> Key:
-        return key_of(values, self.fields)
+def _key(columns: tuple[str, ...]) -> ColumnsKey:
+    return ColumnsKey(columns, _keyless)
 
 
 class TableFold:
     def __init__(self) -> None:
-        self._core: TableCore[_FoldRow] = TableCore(_FoldKey(()), _FoldRow)
+        self._core: TableCore[PlainRow] = TableCore(_key(()), PlainRow)
         self.columns: tuple[ColumnInfo, ...] = ()
-        self.applied: Position | None = None
+        self.applied_position: Position | None = None
         self.stream_sequence = 0
+        self.keyless = 0  # changes skipped for a missing key value (fan-out's dead letters)
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -54,8 +45,12 @@ class TableFold:
 
     @property
     def rows(self) -> dict[Key, Mapping[str, Any]]:
-        """The rows by key, as they stand."""
+        """The rows by key, as they stand (a copy)."""
         return {row.key: row.values for row in self._core.rows()}
+
+    def row_values(self) -> list[Any]:
+        """The rows' values (the dicts the stream and snapshots carry), as they stand."""
+        return [row.values for row in self._core.rows()]
 
     @property
     def baseline_in_progress(self) -> bool:
@@ -65,17 +60,8 @@ class TableFold:
                 stream_sequence: int, rows: Iterable[dict[str, Any]]) -> None:
         """Start from a snapshot: its rows, columns, key, position and stream sequence."""
         self.columns = columns
-        self._core = TableCore(_FoldKey(key_columns), _FoldRow)
-        self._core.restore(rows, position)
-        self.applied, self.stream_sequence = position, stream_sequence
-
-    @property
-    def applied_position(self) -> Position | None:
-        return self.applied
-
-    @applied_position.setter
-    def applied_position(self, position: Position | None) -> None:
-        self.applied = position
+        self._core.restore(rows, position, _key(key_columns))
+        self.applied_position, self.stream_sequence = position, stream_sequence
 
     def apply(self, sequence: int, batch: ChangeBatchInfo) -> None:
         """Apply one stream message of the table (JSON-compatible values)."""
@@ -83,9 +69,12 @@ class TableFold:
         if columns is not None:
             self.columns = columns
             if batch.key_columns != self.key_columns:
-                self._core.rekey(_FoldKey(batch.key_columns))
-        replay(self._core, self, batch, _ignore)
+                self._core.rekey(_key(batch.key_columns))
+        replay(self._core, self, batch, _ignore, refused=(_Keyless,), on_refused=self._count_keyless)
         self.stream_sequence = sequence
+
+    def _count_keyless(self, _index: int, _error: Exception) -> None:
+        self.keyless += 1
 
 
 def _ignore(_effect: object, _position: Position) -> None:
