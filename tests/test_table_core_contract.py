@@ -4,7 +4,7 @@ TableState, query's RowStore and the snapshot service's sequential fold. One imp
 
 The message-level rules (laredo_kernel.table_replay: replays skipped by position, columns adopted, baseline
 control messages) are run the same way: every case of the fold specification (services/snapshot/tests/
-fold_spec.py) against fan-out's replicator and the snapshot service's sequential fold.
+fold_spec.py) against fan-out's replicator, query's applier and the snapshot service's sequential fold.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
 from laredo_fanout.application.replicator import Replicator
 from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
 from laredo_fanout.domain.table_state import TableState
+from laredo_query.adapters.memory import ManualClock as QueryClock
+from laredo_query.application.applier import ChangeApplier
+from laredo_query.application.query_table import QueryTable, ReadinessSignal
+from laredo_query.application.subscriptions import OverflowPolicy, SubscriberHub
+from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.domain.keys import KeyKind, KeySpec
 from laredo_query.domain.row_store import RowStore
 from laredo_snapshot.domain.table_fold import TableFold
@@ -196,12 +201,22 @@ def fanout_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[s
     return [r.values for r in replica.state.rows()]
 
 
+def query_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[str, Any]]:
+    table = QueryTable("pg", TABLE, IndexedTable(str(TABLE), ()), SubscriberHub(str(TABLE), 16, OverflowPolicy.DROP),
+                       ReadinessSignal())
+    applier = ChangeApplier({TABLE: table}, QueryClock())
+    for sequence, batch in messages:
+        applier.on_batch(FeedMessage(TABLE, batch, sequence))
+    return [r.values for r in table.indexed.rows()]
+
+
 def fold_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[str, Any]]:
     fold, _ = sequential(messages)
     return fold.row_values()
 
 
-@pytest.mark.parametrize("replay", [fanout_replay, fold_replay], ids=["fanout-replicator", "snapshot-fold"])
+@pytest.mark.parametrize("replay", [fanout_replay, query_replay, fold_replay],
+                         ids=["fanout-replicator", "query-applier", "snapshot-fold"])
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_the_stream_is_applied_as_the_fold_specification_says(case: FoldCase, replay: Any) -> None:
     messages = decoded(case.messages)

@@ -73,10 +73,13 @@ def columns_to_adopt(cursor: Cursor, columns: tuple[ColumnInfo, ...],
 OnEffect = Callable[[Any, Position], None]
 #: Called with a change the rows refused (its index in the message) and why; applying goes on.
 OnRefused = Callable[[int, Exception], None]
+#: Called with each change the rows took, whether it changed anything or not.
+OnApplied = Callable[[RowChange], None]
 
 
 def replay(table: RowTable, cursor: Cursor, batch: ChangeBatchInfo, on_effect: OnEffect, *,
-           refused: tuple[type[Exception], ...] = (), on_refused: OnRefused | None = None) -> Replayed:
+           refused: tuple[type[Exception], ...] = (), on_refused: OnRefused | None = None,
+           on_applied: OnApplied | None = None) -> Replayed:
     """Apply one message of the table (its columns already adopted); the cursor follows every position.
 
     A change raising one of `refused` goes to `on_refused` instead (a dead letter); its position still counts
@@ -96,6 +99,9 @@ def replay(table: RowTable, cursor: Cursor, batch: ChangeBatchInfo, on_effect: O
                     raise
                 on_refused(index, exc)
                 effect = None
+            else:
+                if on_applied is not None:
+                    on_applied(change)
             cursor.applied_position = change.position
             if effect is not None:
                 on_effect(effect, change.position)

@@ -141,11 +141,6 @@ class TableReplica:
         if future is not None and not future.done():
             future.set_result(None)
 
-    def accepts(self, position: Position) -> bool:
-        """Whether a change at `position` is new: replays of applied positions are skipped."""
-        applied = self.applied_position
-        return applied is None or position > applied
-
     def next_repair_position(self) -> Position:
         """The position of a change this instance makes without a stream change of its own (RestoreSnapshot,
         StartReplay, a dead-letter replay): after the last stream change applied and the repairs since, before

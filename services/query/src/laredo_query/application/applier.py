@@ -1,11 +1,9 @@
 """Apply stream messages to each table's rows and indexes: the ChangeSink of the query service.
 
-Positions are the idempotency key: a change at or before the table's applied position is a replay and
-is skipped, and said loudly (PositionRegressions): positions only grow along a stream. A new epoch (the
-source's WAL started again lower) sorts after everything before it, so its baseline is applied. Control
-batches get positions that sort where the stream puts them (as fan-out does):
-BASELINE_BEGIN just before the baseline's first row, the deletes of BASELINE_END just before the first
-change committed at the baseline's snapshot LSN. Subscribers get one event per effective change.
+The rules of applying a table's messages are laredo_kernel.table_replay's, as for fan-out and the snapshot
+fold: a replayed change is skipped, and here said loudly (PositionRegressions): positions only grow along a
+stream; a replayed message's (older) columns are not adopted. A new epoch (the source's WAL started again lower)
+sorts after everything before it, so its baseline is applied. Subscribers get one event per effective change.
 
 Bad input never stops the stream: a change the table rejects (no key, a unique index it would break), a message
 that carries another table or does not decode becomes a dead letter of the target's pipeline (with the reason),
@@ -19,7 +17,8 @@ from collections.abc import Mapping
 
 from laredo_kernel.changes import BatchKind, ChangeBatchInfo, RowChange, TableId
 from laredo_core.deadletters.recorder import DeadLetterRecorder
-from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
+from laredo_kernel.position import Position
+from laredo_kernel.table_replay import columns_to_adopt, replay
 from laredo_core.stream.feed import UndecodableMessage
 from laredo_core.stream.regressions import PositionRegressions
 
@@ -79,69 +78,50 @@ class ChangeApplier:
 
     def _apply(self, target: QueryTable, message: FeedMessage, events: _Events) -> None:
         batch = message.batch
-        _adopt_columns(target, batch)
+        if columns_to_adopt(target, target.indexed.columns, batch) is not None:
+            _adopt_columns(target, batch)
         kind = batch.kind
-        if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
-            self._apply_changes(target, message, events)
-        elif kind is BatchKind.BASELINE_BEGIN:
-            position = batch.position(BASELINE_ORDINAL_BASE - 1)
-            if target.accepts(position):
-                target.indexed.begin_baseline(batch.baseline_id)
-                target.applied_position = position
-        elif kind is BatchKind.BASELINE_END:
-            self._end_baseline(target, batch, events)
-        elif kind is BatchKind.RESYNC_REQUIRED:
+        if kind is BatchKind.RESYNC_REQUIRED:
             reason = batch.reason or "no reason given"
             log.warning("%s: the source lost continuity (%s); rows may be stale until the next baseline",
                         target.table, reason)
             target.mark_stale(f"the source lost continuity ({reason}); waiting for a new baseline")
-        elif kind is BatchKind.SCHEMA_CHANGE:
-            log.info("%s: columns changed (%s)", target.table, batch.reason or "schema change")
-
-    def _apply_changes(self, target: QueryTable, message: FeedMessage, events: _Events) -> None:
-        batch = message.batch
-        indexed, baseline = target.indexed, batch.kind is BatchKind.BASELINE_ROWS
-        skipped, applied_before = 0, target.applied_position
-        for index, change in enumerate(batch.changes):
-            if not target.accepts(change.position):
-                skipped += 1
-                continue
-            try:
-                if baseline:
-                    effect = indexed.apply_baseline_row(batch.baseline_id, change)
-                else:
-                    effect = indexed.apply(change)
-            except ChangeRejected as exc:  # bad input: keep it as a dead letter and go on
-                target.skipped_changes += 1
-                target.dead_letters += 1
-                if isinstance(exc, UniqueIndexViolation):
-                    target.watch.rejected(exc.row_key)
-                self.dead_letters.change_failed(target.source_id, message, index, str(exc))
-                effect = None
-            else:
-                if target.watch:
-                    watch_change(target, change)
-            target.applied_position = change.position
-            if effect is not None:
-                events.add(effect, change.position)
-        if skipped:
-            target.position_regressions = self.regressions.report(
-                target.table, message.stream_sequence, batch.changes[0].position, applied_before, skipped)
-
-    def _end_baseline(self, target: QueryTable, batch: ChangeBatchInfo, events: _Events) -> None:
-        end = batch.position(-1)
-        if not target.accepts(end):
             return
-        effects = target.indexed.end_baseline(batch.baseline_id)
-        for index, effect in enumerate(effects):
-            # Ordinals -n .. -1: after every baseline row, before every change at the snapshot LSN.
-            events.add(effect, batch.position(index - len(effects)))
+        if kind is BatchKind.SCHEMA_CHANGE:
+            log.info("%s: columns changed (%s)", target.table, batch.reason or "schema change")
+            return
+        ending = kind is BatchKind.BASELINE_END
+        removed = 0
+
+        def effect(row_effect: RowEffect, position: Position) -> None:
+            nonlocal removed
+            events.add(row_effect, position)
+            if ending:
+                removed += 1
+                if target.watch:
+                    watch_effect(target, row_effect, batch.position(-1))
+
+        def applied(change: RowChange) -> None:
             if target.watch:
-                watch_effect(target, effect, end)
-        target.applied_position = end
-        log.info("%s: baseline %s complete (%d rows, %d removed as absent from it)", target.table,
-                 batch.baseline_id, len(target.indexed), len(effects))
-        target.mark_baseline_complete()
+                watch_change(target, change)
+
+        def rejected(index: int, exc: Exception) -> None:  # bad input: kept as a dead letter, applying goes on
+            target.skipped_changes += 1
+            target.dead_letters += 1
+            if isinstance(exc, UniqueIndexViolation):
+                target.watch.rejected(exc.row_key)
+            self.dead_letters.change_failed(target.source_id, message, index, str(exc))
+
+        outcome = replay(target.indexed, target, batch, effect, refused=(ChangeRejected,), on_refused=rejected,
+                         on_applied=applied)
+        if outcome.skipped:
+            target.position_regressions = self.regressions.report(
+                target.table, message.stream_sequence, batch.changes[0].position, outcome.applied_before,
+                outcome.skipped)
+        if outcome.baseline_ended:
+            log.info("%s: baseline %s complete (%d rows, %d removed as absent from it)", target.table,
+                     batch.baseline_id, len(target.indexed), removed)
+            target.mark_baseline_complete()
 
 
 class _Events:

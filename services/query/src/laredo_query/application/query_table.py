@@ -67,10 +67,6 @@ class QueryTable:
     def ready(self) -> bool:
         return self.loaded and not self.stale_reason and not self.indexed.problems
 
-    def accepts(self, position: Position) -> bool:
-        """Whether a change at `position` is new: replays of applied positions are skipped."""
-        return self.applied_position is None or self.applied_position < position
-
     def mark_baseline_complete(self) -> None:
         self.baseline_complete = True
         self.baselines_completed += 1
