@@ -46,6 +46,10 @@ def measure_memory(rows: int, columns: tuple[ColumnInfo, ...]) -> None:
     entries = replica.journal.current_sequence - rows
     journal = (_traced() - loaded) / entries
     tracemalloc.stop()
-    print(f"memory ({len(columns)} columns, ~{len(replica.state.rows()[0].encoded)} bytes on the wire per row): "
-          f"state {state:,.0f} bytes/row; journal {journal:,.0f} bytes per UPDATE entry (its message bytes and the "
-          f"previous row version it keeps alive) over {entries:,} entries")
+    updates = replica.journal.entries_after(rows, entries)
+    wire = sum(len(e.encoded) for e in updates) / len(updates)
+    row_wire = len(replica.state.rows()[0].encoded)
+    print(f"memory ({len(columns)} columns, ~{row_wire} bytes on the wire per row): state {state:,.0f} bytes/row "
+          f"(goal 300: {'met' if state <= 300 else 'MISSED'}); journal {journal:,.0f} bytes per UPDATE entry over "
+          f"{entries:,} entries, whose message (old and new row) is {wire:,.0f} bytes on the wire: "
+          f"{journal / wire:.1f}x (goal 2x: {'met' if journal <= 2 * wire else 'MISSED'})")

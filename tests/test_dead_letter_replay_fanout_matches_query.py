@@ -67,7 +67,7 @@ class Both:
                               {k: v.value for k, v in query.outcomes.items()}))
 
     def fanout_rows(self) -> Rows:
-        return {r.values["id"]: dict(r.values) for r in self.replica.state.rows()}
+        return {self.replica.state.values_of(r)["id"]: dict(self.replica.state.values_of(r)) for r in self.replica.state.rows()}
 
     def query_rows(self) -> Rows:
         return {r.values["id"]: dict(r.values) for r in self.table.indexed.rows()}

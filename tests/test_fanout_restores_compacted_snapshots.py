@@ -34,7 +34,7 @@ def fanout_rows(messages: list[tuple[int, ChangeBatchInfo]], restore: tuple[Snap
     replicator = Replicator({TABLE: replica}, encoder, ManualClock(), SilentObserver())
     for sequence, batch in messages:
         replicator.on_batch(FeedMessage(TABLE, batch, sequence))
-    return [dict(r.values) for r in replica.state.rows()]
+    return [dict(replica.state.values_of(r)) for r in replica.state.rows()]
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

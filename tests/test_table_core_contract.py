@@ -57,7 +57,7 @@ class Sink:
         self.table.end_baseline(baseline_id)
 
     def rows(self) -> list[dict[str, Any]]:
-        return sorted((dict(r.values) for r in self.table.rows()), key=lambda r: r["id"])
+        return sorted((dict(self.table.values_of(r)) for r in self.table.rows()), key=lambda r: r["id"])
 
 
 class FoldSink(Sink):
@@ -88,9 +88,10 @@ class FoldSink(Sink):
         return sorted((dict(v) for v in self.table.rows.values()), key=lambda r: r["id"])
 
 
+ENCODER = ProtobufSyncEncoder()
 SINKS: dict[str, Callable[[], Sink]] = {
     "kernel-core": lambda: Sink(TableCore(ColumnsKey(("id",)), PlainRow)),
-    "fanout-table-state": lambda: Sink(TableState(("id",), lambda values: b"")),
+    "fanout-table-state": lambda: Sink(TableState(("id",), ENCODER.encode_row, ENCODER.decode_row)),
     "query-row-store": lambda: Sink(RowStore(KeySpec(("id",), (KeyKind.INTEGER,)))),
     "snapshot-fold": FoldSink,
 }
@@ -198,7 +199,7 @@ def fanout_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[s
     replicator = Replicator({TABLE: replica}, encoder, ManualClock(), SilentObserver())
     for sequence, batch in messages:
         replicator.on_batch(FeedMessage(TABLE, batch, sequence))
-    return [r.values for r in replica.state.rows()]
+    return [replica.state.values_of(r) for r in replica.state.rows()]
 
 
 def query_replay(messages: list[tuple[int, ChangeBatchInfo]]) -> list[Mapping[str, Any]]:

@@ -8,7 +8,7 @@ rows whole: the rows' position never moves back, and no change is skipped (Clien
 journal sequences are contiguous (they may skip under subscription filters, since the server does not send
 filtered-out entries); the stream is caught up once its applied sequence reaches the handshake's
 server_current_sequence, or at the first heartbeat (servers send heartbeats only to live streams).
-Journal entries and snapshot rows are decoded from the message bytes (laredo_client.wire), a message's entries
+Journal entries and snapshot rows are decoded from the message bytes (laredo_kernel.sync_wire), a message's entries
 in one pass: this is the client's hot path.
 """
 
@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo_kernel.position import Position
 
-from laredo_client import wire
+from laredo_kernel import sync_wire as wire
 from laredo_client.client_replica import Action, ClientReplica, PositionKey, position_key
 from laredo_client.errors import ProtocolViolation, SequenceGapError
 from laredo_client.indexed_state import Row
@@ -91,7 +91,7 @@ class StreamApplier:
 
     def handle_bytes(self, data: bytes) -> None:
         """One SyncResponse as it came off the wire. Journal entries and snapshot rows are decoded from the
-        bytes (laredo_client.wire); the other, rare messages by the generated code."""
+        bytes (laredo_kernel.sync_wire); the other, rare messages by the generated code."""
         if self.handshake is not None:
             try:
                 payload = self._located(data)

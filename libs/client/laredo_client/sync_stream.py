@@ -1,7 +1,7 @@
 """One Sync call on its own channel: reads raw messages with a silence deadline and applies them (StreamApplier).
 
 The call returns each message's bytes undecoded, so journal entries and snapshot rows are decoded once, by
-hand, from the bytes (laredo_client.wire) rather than first into generated messages.
+hand, from the bytes (laredo_kernel.sync_wire) rather than first into generated messages.
 """
 
 from __future__ import annotations

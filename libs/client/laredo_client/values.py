@@ -18,8 +18,8 @@ from google.protobuf.message import DecodeError
 
 from laredo.replication.v1 import replication_pb2 as pb
 
-from laredo_client.wire import NotCanonical, WireError
-from laredo_client.wire_struct import StructDecoder, to_integer
+from laredo_kernel.sync_wire import NotCanonical, WireError
+from laredo_kernel.struct_wire import StructDecoder, to_integer
 
 Row = dict[str, Any]
 ROW_CACHE_SIZE = 8192  # decoded rows kept by their bytes, per generation

@@ -1,8 +1,9 @@
 """The rules for applying changes to one table's rows, written once for every copy of a table (pure).
 
 Fan-out (the journal's source), query (indexes and subscriptions) and the others are sinks over a TableCore:
-they choose how a key is read from a row (KeyRule) and what a stored row holds besides its key, values and
-position (the row factory: fan-out keeps its wire form), and react to the effects it returns.
+they choose how a key is read from a row (KeyRule) and what a stored row holds besides its key and position
+(the row factory: fan-out keeps only its wire form and reads values from it, see values_of and same_row), and
+react to the effects it returns.
 
 Invariants:
 - a stored row is never mutated: a change builds a new row, so a snapshot is a list copy;
@@ -36,10 +37,9 @@ class KeyRule(Protocol):
 
 
 class StoredRow(Protocol):
-    """What the core needs of a stored row; sinks add their own slots."""
+    """What the core needs of a stored row; sinks add their own slots (and the row's values, see values_of)."""
 
     key: Any
-    values: Mapping[str, Any]
     position: Position | None
 
 
@@ -181,8 +181,9 @@ class TableCore(Generic[Row]):
         self._key = key
         rows, self._rows = list(self._rows.values()), {}
         for row in rows:
-            new_key = key.of_row(row.values)
-            self._rows[new_key] = row if new_key == row.key else self._make_row(new_key, row.values, row.position)
+            values = self.values_of(row)
+            new_key = key.of_row(values)
+            self._rows[new_key] = row if new_key == row.key else self._make_row(new_key, values, row.position)
         self._baseline_seen = set()
 
     def apply(self, change: RowChange) -> RowEffect[Row] | None:
@@ -225,7 +226,15 @@ class TableCore(Generic[Row]):
         if self._key.has_all(partial):
             return self._key.of_row(partial)
         items = partial.items()
-        return next((row.key for row in self._rows.values() if values_match(row.values, items)), None)
+        return next((row.key for row in self._rows.values() if values_match(self.values_of(row), items)), None)
+
+    def values_of(self, row: Row) -> Mapping[str, Any]:
+        """A stored row's values (a sink that keeps them in another form reads them from it)."""
+        return row.values  # type: ignore[attr-defined, no-any-return]
+
+    def same_row(self, stored: Row, new: Row) -> bool:
+        """Whether a new version of a stored row holds the same values (then the change did nothing)."""
+        return self.values_of(stored) == self.values_of(new)
 
     def _put(self, action: Action, new_values: Mapping[str, Any], old_key: Any, position: Position,
              key: Any = _UNKNOWN) -> RowEffect[Row] | None:
@@ -236,13 +245,16 @@ class TableCore(Generic[Row]):
         moves = source_key != key and previous is not None  # the primary key changed: the row moves
         if source_key != key and previous is None:
             previous = self._rows.get(key)  # a replayed move: the row already sits at its new key
-        values = merge_unchanged(new_values, previous.values if previous is not None else None)
+        if UNCHANGED in new_values.values():  # the stored values are read only when needed
+            new_values = merge_unchanged(new_values, self.values_of(previous) if previous is not None else None)
+        elif type(new_values) is not dict:
+            new_values = dict(new_values)
+        row = self._make_row(key, new_values, position)
         displaced = None
         if moves:
             del self._rows[source_key]
             displaced = self._rows.get(key)
-        elif previous is not None and previous.values == values:
+        elif previous is not None and self.same_row(previous, row):
             return None
-        row = self._make_row(key, values, position)
         self._rows[key] = row
         return RowEffect(action, previous, row, displaced)

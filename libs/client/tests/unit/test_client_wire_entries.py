@@ -18,9 +18,9 @@ from laredo_client.client_replica import ClientReplica, position_key
 from laredo_client.options import ClientOptions
 from laredo_client.stats import ClientStats
 from laredo_client.sync_stream import SyncStream
-from laredo_client import wire
-from laredo_client.wire import EntrySpan, NotCanonical, WireError, journal_entries, journal_entry, only_field
-from laredo_client.wire import snapshot_row, snapshot_rows
+from laredo_kernel import sync_wire as wire
+from laredo_kernel.sync_wire import EntrySpan, NotCanonical, WireError, journal_entries, journal_entry, only_field
+from laredo_kernel.sync_wire import snapshot_row, snapshot_rows
 from laredo_kernel.position import Position, PositionError
 from libs.client.tests.scripted_server import batch, entry, handshake, pos, struct
 from libs.client.tests.unit.test_client_wire_struct import reference

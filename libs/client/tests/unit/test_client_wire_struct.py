@@ -1,4 +1,4 @@
-"""Struct and Value bytes decoded by hand (laredo_client.wire, RowDecoder) agree with protobuf's own parser."""
+"""Struct and Value bytes decoded by hand (laredo_kernel.sync_wire, RowDecoder) agree with protobuf's own parser."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from google.protobuf import struct_pb2
 
 from laredo_client.values import Column, RowDecoder, shared_row_decoder
-from laredo_client.wire import NotCanonical, WireError
-from laredo_client.wire_struct import StructDecoder, decode_value, is_integer_text
+from laredo_kernel.sync_wire import NotCanonical, WireError
+from laredo_kernel.struct_wire import StructDecoder, decode_value, is_integer_text
 
 
 def reference(struct: struct_pb2.Struct) -> dict[str, Any]:

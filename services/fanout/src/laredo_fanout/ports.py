@@ -31,8 +31,16 @@ class SyncEncoder(Protocol):
 
     def encode_row(self, values: Mapping[str, Any]) -> bytes: ...
 
+    def decode_row(self, encoded: bytes) -> dict[str, Any]:
+        """The values encode_row made `encoded` from (whole numbers as ints)."""
+        ...
+
     def journal_entry(self, *, sequence: int, position: str, commit_time_unix_us: int, xid: int,
                       action: Action, old: StoredRow | None, new: StoredRow | None) -> bytes: ...
+
+    def entry_content(self, encoded: bytes) -> EntryContent:
+        """What a journal_entry message says besides its sequence and position."""
+        ...
 
     def journal_entries(self, entries: Sequence[JournalEntry]) -> bytes:
         """One entry as journal_entry; several packed as one journal_batch (opt-in extension)."""

@@ -25,7 +25,7 @@ FROM_SNAPSHOT = rpb.SYNC_MODE_DELTA_FROM_SNAPSHOT
 
 async def service_snapshot(store: LocalSnapshotStore, replica: TableReplica) -> SnapshotManifest:
     """What the snapshot service writes for the table as `replica` holds it (parts of 40 rows, manifest last)."""
-    rows = [r.values for r in replica.state.rows()]
+    rows = [replica.state.values_of(r) for r in replica.state.rows()]
     created = 1_700_000_000.0
     snapshot_id, checksum, parts = new_snapshot_id(created, 0, secrets.token_hex(3)), Checksum(), []
     for index, start in enumerate(range(0, len(rows), 40)):

@@ -66,7 +66,7 @@ async def test_drop_disconnect_ends_a_stuck_client_and_nobody_else_waits(make_wo
     with pytest.raises(ClientTooSlow, match="client stuck is too slow: its send buffer of 5 entries is full"):
         await asyncio.wait_for(stuck_task, 5)
     await eventually(lambda: world.replica.journal.current_sequence == 43, what="every change applied")
-    expected = as_client_rows([dict(r.values) for r in world.replica.state.rows()])
+    expected = as_client_rows([dict(world.replica.state.values_of(r)) for r in world.replica.state.rows()])
     for client in others:
         await eventually(lambda c=client: c.replica.rows == expected, what="every reader to get every change")
     assert len(world.replica.clients) == 5

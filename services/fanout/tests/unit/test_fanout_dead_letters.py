@@ -49,7 +49,7 @@ async def letters(store: InMemoryDeadLetterStore, count: int) -> tuple[DeadLette
 
 
 def rows(world: World) -> dict[object, dict[str, object]]:
-    return {r.key: dict(r.values) for r in world.replica.state.rows()}
+    return {r.key: dict(world.replica.state.values_of(r)) for r in world.replica.state.rows()}
 
 
 async def test_a_change_without_its_key_becomes_a_dead_letter_and_the_next_one_is_applied(
@@ -64,7 +64,7 @@ async def test_a_change_without_its_key_becomes_a_dead_letter_and_the_next_one_i
     assert letter.letter_id == "s4-c0" and letter.stream_sequence == 4 and letter.recorded_by == "fanout:test"
     assert "lacks the value of key column 'id'" in letter.error and letter.action == "INSERT"
     assert w.replica.dead_letters == 1 and w.targets.readiness()[1]["tables"]["public.items"]["dead_letters"] == 1
-    assert rows(w) == {(1,): row(1), (2,): row(2)}
+    assert rows(w) == {1: row(1), 2: row(2)}
 
 
 async def test_undecodable_bytes_and_a_message_of_another_table_are_kept_whole(
@@ -78,7 +78,7 @@ async def test_undecodable_bytes_and_a_message_of_another_table_are_kept_whole(
     assert (corrupt.letter_id, corrupt.decodable, corrupt.message) == ("s1-m", False, b"\xffnot a change batch")
     assert "corrupt change batch" in corrupt.error
     assert stray.letter_id == "s2-m" and "carries table public.other" in stray.error
-    assert rows(w) == {(1,): row(1)}
+    assert rows(w) == {1: row(1)}
 
 
 def test_a_replay_applies_a_missing_row_once_and_reports_what_it_cannot_apply() -> None:
@@ -97,7 +97,7 @@ def test_a_replay_applies_a_missing_row_once_and_reports_what_it_cannot_apply() 
     assert status is CommandStatus.SUCCEEDED
     assert details["applied"] == ["pkeyless-1"] and details["superseded"] == ["s2-c0"]
     assert set(details["failed"]) == {"s3-c0", "s4-m"} and "still does not decode" in details["failed"]["s4-m"]
-    assert rows(w) == {(1,): row(1, "newer"), (5,): row(5)}, "a row written later is never rolled back"
+    assert rows(w) == {1: row(1, "newer"), 5: row(5)}, "a row written later is never rolled back"
     entry = w.replica.journal.entries_after(w.replica.journal.current_sequence - 1, 1)[0]
     message = rpb.SyncResponse.FromString(entry.encoded).journal_entry
     assert applied is not None and entry.position == applied.next_repair() == w.replica.applied_position

@@ -33,7 +33,7 @@ ROWS: list[dict[str, Any]] = [
 def stored(values: dict[str, Any]) -> StoredRow:
     """Rows hold JSON-compatible values (what the feed delivers, see ports.FeedMessage)."""
     values = row_to_json(values)
-    return StoredRow((values.get("id"),), values, ENCODER.encode_row(values))
+    return StoredRow((values.get("id"),), ENCODER.encode_row(values))
 
 
 def expected_struct(values: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +57,36 @@ def test_row_and_journal_entry_round_trip(values: dict[str, Any]) -> None:
     assert entry.HasField("new_values") and MessageToDict(entry.new_values) == expected_struct(values)
 
 
+@pytest.mark.parametrize("values", ROWS, ids=["empty", "small", "medium", "large", "every kind"])
+def test_a_row_decodes_to_the_values_it_was_encoded_from(values: dict[str, Any]) -> None:
+    """A fan-out row keeps only its wire form: reading it back gives the JSON values in their column order, whole
+    numbers as ints; encoding those again gives the same bytes."""
+    original = row_to_json(values)
+    decoded = ENCODER.decode_row(ENCODER.encode_row(original))
+    assert decoded == original and list(decoded) == list(original)
+    assert ENCODER.encode_row(decoded) == ENCODER.encode_row(original)
+    assert type(decoded.get("zero", 0)) is int and type(decoded.get("f", 2.5)) is float
+
+
+def test_a_float_column_whole_value_reads_back_as_the_same_number() -> None:
+    encoded = ENCODER.encode_row({"x": 2.0, "big": 2.0**60, "half": 0.5})
+    assert ENCODER.decode_row(encoded) == {"x": 2, "big": 2**60, "half": 0.5}
+    assert ENCODER.encode_row(ENCODER.decode_row(encoded)) == encoded
+
+
+@pytest.mark.parametrize("action", list(Action))
+def test_an_entry_reads_back_its_action_time_xid_and_rows(action: Action) -> None:
+    """A journal entry keeps only its message: what a filter needs is read back from it."""
+    old = stored(ROWS[4]) if action in (Action.UPDATE, Action.DELETE) else None
+    new = stored(ROWS[3]) if action in (Action.INSERT, Action.UPDATE) else None
+    for micros, xid in ((0, 0), (1_700_000_000_250_001, 2**40)):
+        data = ENCODER.journal_entry(sequence=2**33, position="5@0/16B3748:2+1", commit_time_unix_us=micros, xid=xid,
+                                     action=action, old=old, new=new)
+        content = ENCODER.entry_content(data)
+        assert (content.action, content.commit_time_unix_us, content.xid) == (action, micros, xid)
+        assert content.old == (old.encoded if old else None) and content.new == (new.encoded if new else None)
+
+
 def test_delete_and_truncate_entries_omit_absent_rows() -> None:
     delete = rpb.SyncResponse.FromString(ENCODER.journal_entry(
         sequence=1, position="", commit_time_unix_us=0, xid=0, action=Action.DELETE, old=stored(ROWS[1]), new=None))
@@ -75,9 +105,9 @@ def test_batches_concatenate_the_cached_bytes() -> None:
     assert [MessageToDict(r.row) for r in batch.snapshot_rows.rows] == [expected_struct(v) for v in ROWS]
 
     entries = [
-        JournalEntry(i, Position(i), 0, 0, Action.INSERT, None, row, 0.0,
-                     ENCODER.journal_entry(sequence=i, position=str(Position(i)), commit_time_unix_us=0, xid=0,
-                                           action=Action.INSERT, old=None, new=row))
+        JournalEntry(i, Position(i), ENCODER.journal_entry(sequence=i, position=str(Position(i)),
+                                                           commit_time_unix_us=0, xid=0, action=Action.INSERT,
+                                                           old=None, new=row), 0.0)
         for i, row in enumerate(rows, start=1)
     ]
     assert ENCODER.journal_entries(entries[:1]) == entries[0].encoded
@@ -95,7 +125,7 @@ def test_hand_encoded_entry_equals_the_protobuf_serialization() -> None:
         expected = rpb.ReplicationJournalEntry(sequence=sequence, source_position="0/1:2", action="INSERT", xid=xid)
         expected.timestamp.SetInParent()
         expected.timestamp.seconds, expected.timestamp.nanos = seconds, nanos // 1000 * 1000
-        expected.new_values.update(row.values)
+        expected.new_values.update(ENCODER.decode_row(row.encoded))
         assert rpb.SyncResponse.FromString(data).journal_entry == expected
 
 

@@ -26,7 +26,7 @@ async def written_elsewhere(store: MemorySnapshotStore, world: World, *, journal
                             part_rows: int = 2) -> SnapshotManifest:
     """A snapshot of `world`'s table as it stands, written with the format functions by another producer."""
     replica = world.replica
-    rows = [r.values for r in replica.state.rows()]
+    rows = [replica.state.values_of(r) for r in replica.state.rows()]
     checksum, parts = Checksum(), []
     snapshot_id = new_snapshot_id(created_at, journal_sequence, secrets.token_hex(3))
     for index, start in enumerate(range(0, max(len(rows), 1), part_rows)):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from laredo_kernel.changes import Action
 from laredo_kernel.position import Position
 from laredo_fanout.domain.errors import EntriesPruned, JournalError
 from laredo_fanout.domain.journal import Journal, JournalEntry
 
 
 def entry(journal: Journal, lsn: int, at: float = 0.0, ordinal: int = 0) -> JournalEntry:
-    return JournalEntry(journal.next_sequence, Position(lsn, ordinal), 0, 0, Action.INSERT, None, None, at, b"")
+    return JournalEntry(journal.next_sequence, Position(lsn, ordinal), b"", at)
 
 
 def filled(count: int, *, max_entries: int = 1000, max_age: float = 0.0) -> Journal:
@@ -35,7 +34,7 @@ def test_empty_journal_reports_zero_oldest_and_current() -> None:
 
 def test_append_refuses_a_gap_or_a_position_going_back() -> None:
     journal = filled(2)
-    bad = JournalEntry(5, Position(100), 0, 0, Action.INSERT, None, None, 0.0, b"")
+    bad = JournalEntry(5, Position(100), b"", 0.0)
     with pytest.raises(JournalError, match="expects sequence 3"):
         journal.append(bad, 0.0)
     with pytest.raises(JournalError, match="goes back"):
@@ -127,7 +126,7 @@ def test_a_journal_continues_after_a_restored_snapshot() -> None:
     assert (journal.current_sequence, journal.first_retained_sequence, journal.oldest_sequence) == (100, 101, 101)
     assert journal.resume_after_position(Position(500, 3)) == 100  # the snapshot's own position: covered
     assert journal.resume_after_position(Position(400)) is None  # before the snapshot: not covered
-    journal.append(JournalEntry(101, Position(600, 0), 0, 0, Action.INSERT, None, None, 0.0, b""), 0.0)
+    journal.append(JournalEntry(101, Position(600, 0), b"", 0.0), 0.0)
     assert journal.resume_after_position(Position(550)) == 100 and journal.entries_after(100, 5)[0].sequence == 101
     with pytest.raises(JournalError, match="new, empty journal only"):
         journal.continue_after(5, Position(1))

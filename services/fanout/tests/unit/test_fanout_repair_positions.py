@@ -6,7 +6,6 @@ from __future__ import annotations
 from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
-from laredo_kernel.changes import Action
 from laredo_core.coordination.ports import CommandStatus
 from laredo_kernel.position import Position
 from laredo_fanout.domain.journal import Journal, JournalEntry
@@ -15,7 +14,7 @@ from services.fanout.tests.unit.test_fanout_rebuild import MakeWorld, corrupt, l
 
 
 def entry(journal: Journal, position: Position) -> JournalEntry:
-    return JournalEntry(journal.next_sequence, position, 0, 0, Action.UPDATE, None, None, 0.0, b"")
+    return JournalEntry(journal.next_sequence, position, b"", 0.0)
 
 
 def test_the_journal_resumes_a_client_at_the_applied_change_before_its_repairs() -> None:

@@ -27,7 +27,7 @@ def started(make_world: MakeWorld, rows: int = 3, **options: object) -> World:
 
 
 def server_rows(world: World) -> dict[object, dict[str, object]]:
-    return as_client_rows([dict(r.values) for r in world.replica.state.rows()])
+    return as_client_rows([dict(world.replica.state.values_of(r)) for r in world.replica.state.rows()])
 
 
 async def test_full_snapshot_then_live_entries_with_contiguous_sequences(make_world: MakeWorld) -> None:

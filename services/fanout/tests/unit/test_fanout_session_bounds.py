@@ -92,7 +92,7 @@ async def test_a_client_stuck_in_its_snapshot_is_dropped_and_the_journal_stays_b
     await eventually(lambda: world.replica.journal.current_sequence == 90, what="every change applied")
     assert len(world.replica.journal) == 5  # nothing pins it any more
     await eventually(lambda: reader.sequences[-1:] == [90], what="the reader to get every change")
-    assert reader.rows == as_client_rows([dict(r.values) for r in world.replica.state.rows()])
+    assert reader.rows == as_client_rows([dict(world.replica.state.values_of(r)) for r in world.replica.state.rows()])
     assert [c.client_id for c in world.replica.clients.clients()] == ["reader"]
 
 

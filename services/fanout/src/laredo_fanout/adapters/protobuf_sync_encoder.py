@@ -22,7 +22,7 @@ from laredo_kernel.changes import Action, ColumnInfo
 
 from laredo_fanout.adapters import protobuf_wire
 from laredo_fanout.adapters.protobuf_wire import varint
-from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.domain.journal import EntryContent, JournalEntry
 from laredo_fanout.domain.sync_plan import SyncMode, SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
 
@@ -52,6 +52,9 @@ class ProtobufSyncEncoder:
         """SnapshotRow{row} bytes from JSON-compatible values; always starts with the tag of field 1."""
         return protobuf_wire.snapshot_row(values)
 
+    def decode_row(self, encoded: bytes) -> dict[str, Any]:
+        return protobuf_wire.decode_snapshot_row(encoded)
+
     def journal_entry(self, *, sequence: int, position: str, commit_time_unix_us: int, xid: int,
                       action: Action, old: StoredRow | None, new: StoredRow | None) -> bytes:
         seconds, micros = divmod(commit_time_unix_us, 1_000_000)
@@ -64,6 +67,10 @@ class ProtobufSyncEncoder:
             parts += _reframed(new.encoded, _NEW_VALUES)
         entry = b"".join(parts)
         return b"".join((_JOURNAL_ENTRY, varint(len(entry)), entry))
+
+    def entry_content(self, encoded: bytes) -> EntryContent:
+        action, micros, xid, old, new = protobuf_wire.decode_journal_entry(encoded)
+        return EntryContent(Action(action), micros, xid, old, new)
 
     def journal_entries(self, entries: Sequence[JournalEntry]) -> bytes:
         if len(entries) == 1:

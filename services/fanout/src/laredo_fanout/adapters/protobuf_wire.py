@@ -1,4 +1,5 @@
-"""Protobuf wire encoding by hand for the hot messages: Struct rows and journal entries.
+"""Protobuf wire encoding by hand for the hot messages: Struct rows and journal entries (read back with the
+kernel's decoders, laredo_kernel.sync_wire and struct_wire, which the client library uses too).
 
 Built for JSON-compatible values (laredo_kernel.jsonvalue's output: None, bool, int, float, str, lists and
 dicts of those). The bytes parse to the same messages as google.protobuf's own Struct.update() and
@@ -12,6 +13,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from typing import Any
+
+from laredo_kernel.struct_wire import StructDecoder
+from laredo_kernel.sync_wire import read_length, read_varint
+from laredo_kernel.sync_wire import snapshot_row as row_span
 
 _DOUBLE = struct.Struct("<d").pack
 _ONE_BYTE = [bytes([i]) for i in range(128)]
@@ -150,3 +155,53 @@ def journal_entry_head(*, sequence: int, position: str, seconds: int, nanos: int
 
 _stamps: dict[tuple[int, int], bytes] = {}
 _ACTIONS = {a: length_delimited(b"\x22", a.encode()) for a in ("INSERT", "UPDATE", "DELETE", "TRUNCATE")}
+
+
+
+#: Rows read back from their wire form, as the JSON values they were made from.
+_ROWS = StructDecoder(whole_numbers=True)
+
+
+def decode_snapshot_row(encoded: bytes) -> dict[str, Any]:
+    """The JSON-compatible values of SnapshotRow{row} bytes (snapshot_row's inverse). Numbers come back as
+    ints when whole (jsonvalue makes every int a number and keeps floats), so a float column's 2.0 reads 2:
+    the same number, and the same bytes when encoded again."""
+    start, end = row_span(encoded, 0, len(encoded))
+    return _ROWS.decode(encoded, start, end)
+
+
+def decode_journal_entry(encoded: bytes) -> tuple[str, int, int, bytes | None, bytes | None]:
+    """Action, commit time (µs), xid and the old and new rows (as snapshot_row bytes, None when absent) of a
+    SyncResponse{journal_entry} (journal_entry_head's fields and the rows appended to them)."""
+    at, end = read_length(encoded, 1, len(encoded))
+    action, micros, xid, old, new = "", 0, 0, None, None
+    while at < end:
+        tag, at = read_varint(encoded, at)
+        if tag & 7 == 0:
+            value, at = read_varint(encoded, at)
+            if tag >> 3 == 100:
+                xid = value
+            continue
+        start, at = read_length(encoded, at, end)
+        field = tag >> 3
+        if field == 3:
+            micros = _timestamp_micros(encoded, start, at)
+        elif field == 4:
+            action = encoded[start:at].decode("ascii")
+        elif field == 5:
+            old = b"".join((b"\x0a", varint(at - start), encoded[start:at]))
+        elif field == 6:
+            new = b"".join((b"\x0a", varint(at - start), encoded[start:at]))
+    return action, micros, xid, old, new
+
+
+def _timestamp_micros(data: bytes, at: int, end: int) -> int:
+    seconds = nanos = 0
+    while at < end:
+        tag, at = read_varint(data, at)
+        value, at = read_varint(data, at)
+        if tag == 0x08:
+            seconds = value
+        else:
+            nanos = value
+    return seconds * 1_000_000 + nanos // 1000

@@ -1,7 +1,8 @@
 """Fan-out tables as rebuild targets (OAM RestoreSnapshot / StartReplay): a private copy, then a re-baseline.
 
 The copy is a TableReplica of its own fed by a Replicator of its own, so it applies the stream tail exactly as
-the live table does (replays skipped by position, baselines, re-keying), without encoding rows for clients.
+the live table does (replays skipped by position, baselines, re-keying), without encoding messages for clients
+(its rows keep their wire form: that is how a fan-out row holds its values).
 The install is an ingest-style baseline generation on the live state: every row of the copy is applied as a
 baseline row (an equal row changes nothing), then the rows the copy lacks are deleted. Each difference is a
 journal entry with the next contiguous sequence at a repair position of its own (the replica's
@@ -14,7 +15,7 @@ dead-letter replay compares with, as in query).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -27,7 +28,7 @@ from laredo_fanout.application.repairs import journal_repair
 from laredo_fanout.application.replicator import Replicator
 from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
 from laredo_fanout.domain.journal import JournalEntry
-from laredo_fanout.domain.table_state import RowEffect, StoredRow
+from laredo_fanout.domain.table_state import RowEffect
 from laredo_fanout.ports import Clock, SyncEncoder
 
 log = logging.getLogger(__name__)
@@ -61,20 +62,21 @@ class FanoutRebuildTarget:
         return not self.replica.state.baseline_in_progress
 
     def scratch(self, manifest: SnapshotManifest, rows: list[dict[str, Any]]) -> FanoutScratch:
-        return FanoutScratch(self.replica, manifest, rows, self._clock)
+        return FanoutScratch(self.replica, manifest, rows, self._encoder, self._clock)
 
     def install(self, scratch: FanoutScratch, rebuild_id: str) -> FanoutInstallation:  # type: ignore[override]
-        return FanoutInstallation(self.replica, scratch.rows(), rebuild_id, self._encoder, self._clock)
+        return FanoutInstallation(self.replica, scratch, rebuild_id, self._encoder, self._clock)
 
 
 class FanoutScratch:
     """The private copy: the snapshot's rows, then the tail applied by a Replicator of its own."""
 
     def __init__(self, live: TableReplica, manifest: SnapshotManifest, rows: list[dict[str, Any]],
-                 clock: Clock) -> None:
-        self._copy = TableReplica(live.source_id, live.table, _COPY_LIMITS, _UNENCODED)
+                 encoder: SyncEncoder, clock: Clock) -> None:
+        rows_only = _RowsOnly(encoder)
+        self._copy = TableReplica(live.source_id, live.table, _COPY_LIMITS, rows_only)
         self._copy.restore(manifest, rows)
-        self._replicator = Replicator({live.table: self._copy}, _UNENCODED, clock, _UNTRACED)
+        self._replicator = Replicator({live.table: self._copy}, rows_only, clock, _UNTRACED)
 
     @property
     def stream_sequence(self) -> int:
@@ -84,17 +86,18 @@ class FanoutScratch:
         self._replicator.on_batch(message)
         return len(message.batch.changes)
 
-    def rows(self) -> list[StoredRow]:
-        return self._copy.state.rows()
+    def rows(self) -> list[dict[str, Any]]:
+        state = self._copy.state
+        return [state.values_of(row) for row in state.rows()]
 
 
 class FanoutInstallation:
     """The copy's rows into the live state as one baseline generation, `step()` by `step()`."""
 
-    def __init__(self, replica: TableReplica, rows: list[StoredRow], rebuild_id: str, encoder: SyncEncoder,
+    def __init__(self, replica: TableReplica, scratch: FanoutScratch, rebuild_id: str, encoder: SyncEncoder,
                  clock: Clock) -> None:
         self._replica = replica
-        self._rows = rows
+        self._rows = scratch.rows()
         self._next = 0
         self._generation = f"rebuild:{rebuild_id}"
         self._encoder = encoder
@@ -113,7 +116,7 @@ class FanoutInstallation:
         for row in self._rows[start:end]:
             try:
                 effect = state.apply_baseline_row(self._generation, RowChange(self._position, Action.INSERT, None,
-                                                                              dict(row.values)))
+                                                                              dict(row)))
             except KeyError as exc:  # the copy's row lacks a key column of the live table (skip_meta_check)
                 self.skipped += 1
                 log.warning("%s: a rebuilt row is not installed: %s", self._replica.table, exc)
@@ -138,11 +141,12 @@ class FanoutInstallation:
         journal_repair(self._replica, effect, self._encoder, self._clock)
 
 
-class _Unencoded:
-    """The SyncEncoder of a private copy: nobody receives its messages, so nothing is encoded."""
+class _RowsOnly:
+    """The SyncEncoder of a private copy: its rows as the live table's, its messages not at all (nobody receives
+    them)."""
 
-    def encode_row(self, values: Mapping[str, Any]) -> bytes:
-        return b""
+    def __init__(self, encoder: SyncEncoder) -> None:
+        self.encode_row, self.decode_row, self.entry_content = encoder.encode_row, encoder.decode_row, encoder.entry_content
 
     def journal_entry(self, **fields: Any) -> bytes:
         return b""
@@ -159,5 +163,4 @@ class _Untraced:
         return None
 
 
-_UNENCODED: Any = _Unencoded()
 _UNTRACED: Any = _Untraced()

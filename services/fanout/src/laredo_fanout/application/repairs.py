@@ -17,5 +17,4 @@ def journal_repair(replica: TableReplica, effect: RowEffect, encoder: SyncEncode
     commit_time = commit_time_unix_us or int(now * 1_000_000)
     encoded = encoder.journal_entry(sequence=sequence, position=str(position), commit_time_unix_us=commit_time,
                                     xid=xid, action=effect.action, old=effect.old, new=effect.new)
-    journal.append(JournalEntry(sequence, position, commit_time, xid, effect.action, effect.old, effect.new, now,
-                                encoded), now)
+    journal.append(JournalEntry(sequence, position, encoded, now), now)

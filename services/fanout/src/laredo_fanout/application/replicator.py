@@ -139,6 +139,5 @@ class Replicator:
             sequence=sequence, position=str(position), commit_time_unix_us=commit_time, xid=batch.xid,
             action=effect.action, old=effect.old, new=effect.new,
         )
-        journal.append(JournalEntry(sequence, position, commit_time, batch.xid, effect.action, effect.old,
-                                    effect.new, now, encoded, trace), now)
+        journal.append(JournalEntry(sequence, position, encoded, now, trace), now)
 

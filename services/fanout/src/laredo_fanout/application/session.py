@@ -165,7 +165,8 @@ class SyncSession:
         position = replica.applied_position
         rows = replica.state.rows()
         if self._filter is not None:
-            rows = [r for r in rows if self._filter.matches(r.values)]
+            values = replica.state.values_of
+            rows = [r for r in rows if self._filter.matches(values(r))]
         sequence = journal.current_sequence
         return plan, SnapshotCopy(f"fanout-{sequence}-{int(self._clock.now() * 1000)}", sequence, rows,
                                   str(position) if position is not None else "")

@@ -13,7 +13,6 @@ GoAway once, when draining, whatever the phase (right after the handshake at the
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -214,15 +213,15 @@ class SessionProducer:
         assert self._filter is not None
         change = self._pending_schema_change()
         stop = change.after_sequence if change is not None else self._journal.current_sequence
-        route = self._filter.route
+        route, read = self._filter.route, self._replica.read_entry
         while self._cursor < stop:
             try:
                 entries = self._journal.entries_after(self._cursor, min(stop - self._cursor, _SKIP_STEP))
             except EntriesPruned:
                 return  # _watch ends the stream
             for entry in entries:
-                if route(entry.action, entry.old.values if entry.old else None,
-                         entry.new.values if entry.new else None) is not EntryRoute.SKIP:
+                seen = read(entry)
+                if route(seen.content.action, seen.old, seen.new) is not EntryRoute.SKIP:
                     return
                 self._cursor = self._client.offered = entry.sequence
             if not entries:
@@ -230,18 +229,23 @@ class SessionProducer:
 
     def _routed(self, entry: JournalEntry) -> JournalEntry | None:
         assert self._filter is not None
-        route = self._filter.route(entry.action, entry.old.values if entry.old else None,
-                                   entry.new.values if entry.new else None)
+        seen = self._replica.read_entry(entry)
+        content = seen.content
+        route = self._filter.route(content.action, seen.old, seen.new)
         if route is EntryRoute.SEND:
             return entry
         if route is EntryRoute.SKIP:
             return None
+        # the row entered or left the client's filter: an INSERT of the new row or a DELETE of the old one
         action = Action.DELETE if route is EntryRoute.AS_DELETE else Action.INSERT
-        old, new = (entry.old, None) if action is Action.DELETE else (None, entry.new)
+        row = content.old if action is Action.DELETE else content.new
+        assert row is not None  # the filter routes an entry as a DELETE (INSERT) only when it has an old (new) row
+        stored = StoredRow(None, row)
+        old, new = (stored, None) if action is Action.DELETE else (None, stored)
         encoded = self._encoder.journal_entry(sequence=entry.sequence, position=entry.source_position,
-                                              commit_time_unix_us=entry.commit_time_unix_us, xid=entry.xid,
+                                              commit_time_unix_us=content.commit_time_unix_us, xid=content.xid,
                                               action=action, old=old, new=new)
-        return dataclasses.replace(entry, action=action, old=old, new=new, encoded=encoded)
+        return JournalEntry(entry.sequence, entry.position, encoded, entry.appended_at, entry.trace)
 
     def _schema_changes_already_shown(self) -> int:
         """The index of the last schema change the handshake's columns already show: a full snapshot shows

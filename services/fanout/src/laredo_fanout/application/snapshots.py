@@ -99,7 +99,8 @@ class TableSnapshots:
         if not force and latest is not None and latest.source_position == str(position) \
                 and await self._still_stored(latest):
             return None
-        rows = [r.values for r in replica.state.rows()]
+        state = replica.state
+        rows = [state.values_of(r) for r in state.rows()]
         created = self._clock.now()
         base = SnapshotManifest(
             snapshot_id=new_snapshot_id(created, replica.journal.current_sequence, secrets.token_hex(3)),
@@ -163,7 +164,7 @@ class TableSnapshots:
     def _decode_part(self, fmt: str, part: Any, data: bytes, where: str) -> list[StoredRow]:
         verify_part(part, data, where)
         encode = self._encoder.encode_row
-        return [StoredRow((), values, encode(values)) for values in decode_part(fmt, data, where)]
+        return [StoredRow((), encode(values)) for values in decode_part(fmt, data, where)]
 
     async def restore_newest(self) -> SnapshotManifest | None:
         """Load the newest usable snapshot into the replica; older ones are tried when one is damaged."""

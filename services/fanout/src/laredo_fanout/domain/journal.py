@@ -20,33 +20,45 @@ from laredo_kernel.changes import Action
 from laredo_kernel.position import END_OF_LSN, Position
 
 from laredo_fanout.domain.errors import EntriesPruned, JournalError
-from laredo_fanout.domain.table_state import StoredRow
 
 _COMPACT_AFTER = 4096
 
 
-@dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One effective change. `encoded` is its wire form as one message, built once for every client.
+    """One effective change. `encoded` is its wire form as one message, built once for every client; what else
+    it says (action, commit time, xid, the rows before and after) is read back from it when needed
+    (EntryContent, ports.SyncEncoder.entry_content): an entry keeps no more than its message, its position and
+    its sequence. Never modified.
 
     `trace` is an opaque reference to the trace of the batch that produced it (see ports.Observer).
     """
 
-    sequence: int
-    position: Position
-    commit_time_unix_us: int
-    xid: int
-    action: Action
-    old: StoredRow | None
-    new: StoredRow | None
-    appended_at: float
-    encoded: bytes
-    trace: object | None = None
+    __slots__ = ("sequence", "position", "encoded", "appended_at", "trace")
+
+    def __init__(self, sequence: int, position: Position, encoded: bytes, appended_at: float,
+                 trace: object | None = None) -> None:
+        self.sequence, self.position, self.encoded = sequence, position, encoded
+        self.appended_at, self.trace = appended_at, trace
 
     @property
     def source_position(self) -> str:
         """The position clients see (a repair's too: after the change it follows, see Position.repair)."""
         return str(self.position)
+
+    def __repr__(self) -> str:
+        return f"JournalEntry({self.sequence}, at {self.position}, {len(self.encoded)} bytes)"
+
+
+@dataclass(frozen=True, slots=True)
+class EntryContent:
+    """What a journal entry's message says besides its sequence and position; `old` and `new` are the rows'
+    wire forms (as StoredRow.encoded), None when absent."""
+
+    action: Action
+    commit_time_unix_us: int
+    xid: int
+    old: bytes | None
+    new: bytes | None
 
 
 class Journal:

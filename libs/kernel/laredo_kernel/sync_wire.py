@@ -1,5 +1,5 @@
 """Protobuf wire decoding by hand for the hot Sync messages: where the journal entries and snapshot rows of a
-SyncResponse lie in its bytes (their Struct rows are decoded by laredo_client.wire_struct).
+SyncResponse lie in its bytes (their Struct rows are decoded by laredo_kernel.struct_wire).
 
 Why by hand: going through generated messages costs a Python object per entry, Struct, map entry and Value,
 which made decoding most of a client's CPU; walking the bytes with indexes allocates little beyond the values.

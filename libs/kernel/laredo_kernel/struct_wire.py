@@ -1,4 +1,5 @@
-"""google.protobuf.Struct and Value bytes to plain Python values, by hand (see laredo_client.wire for why).
+"""google.protobuf.Struct and Value bytes to plain Python values, by hand (see laredo_kernel.sync_wire for why):
+the one Struct decoder of the client's replicas and of fan-out's rows.
 
 google.protobuf.Struct is `map<string, Value> fields = 1`, each map entry a message {string key = 1; Value
 value = 2}; Value is a oneof of null_value = 1 (varint), number_value = 2 (double), string_value = 3,
@@ -13,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from laredo_client.wire import NotCanonical, WireError, read_length, read_varint, skip_field
+from laredo_kernel.sync_wire import NotCanonical, WireError, read_length, read_varint, skip_field
 
 _DOUBLE = struct.Struct("<d").unpack_from
 _NULL, _NUMBER, _STRING, _BOOL = 0x08, 0x11, 0x1A, 0x20  # Value field tags
@@ -24,7 +25,9 @@ _LONG_WAY: Any = object()  # "decode this entry on the general path"
 
 class StructDecoder:
     """Struct bytes to a dict of plain values (None, float, str, bool, dict, list); the values of
-    `integer_columns` that are whole numbers, or decimal strings (integers beyond 2**53), become int.
+    `integer_columns` that are whole numbers, or decimal strings (integers beyond 2**53), become int. With
+    `whole_numbers`, every column's whole number becomes int: the JSON values (laredo_kernel.jsonvalue) a
+    row's Struct was made from, up to a float column's whole value reading as the same number as an int.
 
     A canonical map entry is 0x0A size, 0x0A key-length key, 0x12 value-length, the Value's one field tag, its
     payload. Everything up to the payload depends only on the column and the value's kind and length, so it is
@@ -33,10 +36,11 @@ class StructDecoder:
     Not thread-safe beyond what the GIL gives: its caches may be cleared or refilled concurrently, never wrong.
     """
 
-    __slots__ = ("integer_columns", "_names", "_headers")
+    __slots__ = ("integer_columns", "whole_numbers", "_names", "_headers")
 
-    def __init__(self, integer_columns: frozenset[str] = frozenset()) -> None:
+    def __init__(self, integer_columns: frozenset[str] = frozenset(), *, whole_numbers: bool = False) -> None:
         self.integer_columns = integer_columns
+        self.whole_numbers = whole_numbers
         self._names: dict[bytes, str] = {}
         self._headers: dict[bytes, tuple[str, int, int, int, bool]] = {}
 
@@ -125,7 +129,8 @@ class StructDecoder:
         if len(headers) >= _MAX_NAMES:
             headers.clear()
         name = self._name(data[pos + 4:key_stop])
-        headers[data[pos:pos + offset]] = (name, kind, size + 2, offset, name in self.integer_columns)
+        integer = name in self.integer_columns or (self.whole_numbers and kind == _NUMBER)
+        headers[data[pos:pos + offset]] = (name, kind, size + 2, offset, integer)
         return True
 
     def _entry(self, data: bytes, pos: int, end: int, row: dict[str, Any], only: frozenset[str] | None) -> int:
@@ -152,6 +157,8 @@ class StructDecoder:
             value = decode_value(data, *value_span) if value_span is not None else None
             if name in self.integer_columns:
                 value = to_integer(value)
+            elif self.whole_numbers and type(value) is float and value.is_integer():
+                value = int(value)
             row[name] = value
         return stop
 
