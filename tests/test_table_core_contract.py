@@ -1,6 +1,8 @@
 """The table core's rules, run against every sink built on it: the kernel's TableCore itself, fan-out's
 TableState, query's RowStore and the snapshot service's sequential fold. One implementation of the rules
-(laredo_kernel.table_core); this suite keeps every sink honest to it.
+(laredo_kernel.table_core); this suite keeps every sink honest to it. The client library's replica is the last
+sink: it receives fan-out's effects as the journal entries fan-out sends, decoded and applied by the client's
+own code, and must end up holding the same rows.
 
 The message-level rules (laredo_kernel.table_replay: replays skipped by position, columns adopted, baseline
 control messages) are run the same way: every case of the fold specification (services/snapshot/tests/
@@ -16,13 +18,18 @@ import pytest
 from services.snapshot.tests.fold_spec import FoldCase, fold_cases, sequential
 from services.snapshot.tests.snapshot_testkit import SOURCE, TABLE, canonical, decoded
 
+from laredo.replication.v1 import replication_pb2 as rpb
+from laredo_client.client_replica import ClientReplica
+from laredo_client.options import ClientOptions
+from laredo_client.stats import ClientStats
+from laredo_client.stream_applier import StreamApplier
 from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange, TableId
 from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
 from laredo_kernel.table_core import ColumnsKey, PlainRow, TableCore
 from laredo_kernel.tuples import UNCHANGED
 from laredo_core.stream.feed import FeedMessage
 from laredo_fanout.adapters.memory import ManualClock, SilentObserver
-from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
+from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder, column_definitions
 from laredo_fanout.application.replicator import Replicator
 from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
 from laredo_fanout.domain.table_state import TableState
@@ -88,12 +95,52 @@ class FoldSink(Sink):
         return sorted((dict(v) for v in self.table.rows.values()), key=lambda r: r["id"])
 
 
+class ClientSink(Sink):
+    """Fan-out's TableState, each effect sent on as the journal entry fan-out writes to the client library's
+    replica (its StreamApplier decodes and applies the bytes, as on a live stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(TableState(("id",), ENCODER.encode_row, ENCODER.decode_row))
+        self.replica = ClientReplica()
+        self.stream = StreamApplier(ClientOptions("localhost:1", "public", "t"), self.replica, name="contract",
+                                    stats=ClientStats(), on_caught_up=lambda _: None, primary=True)
+        self.stream.handle_bytes(rpb.SyncResponse(handshake=rpb.SyncHandshake(
+            mode=rpb.SYNC_MODE_DELTA, columns=column_definitions(COLUMNS))).SerializeToString())
+        self.sequence = 0
+
+    def _send(self, effect: Any) -> None:
+        if effect is None:
+            return
+        self.sequence += 1
+        self.stream.handle_bytes(ENCODER.journal_entry(
+            sequence=self.sequence, position=str(Position(self.sequence, 0)), commit_time_unix_us=0, xid=0,
+            action=effect.action, old=effect.old, new=effect.new))
+
+    def apply(self, change: RowChange) -> None:
+        self._send(self.table.apply(change))
+
+    def baseline(self, baseline_id: str, rows: list[dict[str, Any]], *, begin: bool = True) -> None:
+        if begin:
+            self.table.begin_baseline(baseline_id)
+        for row in rows:
+            self._send(self.table.apply_baseline_row(baseline_id, RowChange(P, Action.INSERT, None, row)))
+        for effect in self.table.end_baseline(baseline_id):
+            self._send(effect)
+
+    def rows(self) -> list[dict[str, Any]]:
+        core = sorted((dict(self.table.values_of(r)) for r in self.table.rows()), key=lambda r: r["id"])
+        held = sorted((dict(row) for _, row in self.replica.rows.items()), key=lambda r: r["id"])
+        assert held == core, "the client's replica differs from the fan-out rows it was sent"
+        return held
+
+
 ENCODER = ProtobufSyncEncoder()
 SINKS: dict[str, Callable[[], Sink]] = {
     "kernel-core": lambda: Sink(TableCore(ColumnsKey(("id",)), PlainRow)),
     "fanout-table-state": lambda: Sink(TableState(("id",), ENCODER.encode_row, ENCODER.decode_row)),
     "query-row-store": lambda: Sink(RowStore(KeySpec(("id",), (KeyKind.INTEGER,)))),
     "snapshot-fold": FoldSink,
+    "client-replica": ClientSink,
 }
 
 
@@ -170,7 +217,7 @@ def test_baseline_rows_whose_begin_was_not_seen_start_the_generation(sink: Sink)
     assert sink.rows() == [{"id": 5, "v": "new"}]
 
 
-@pytest.mark.parametrize("name", [name for name in SINKS if name != "snapshot-fold"])
+@pytest.mark.parametrize("name", [name for name in SINKS if name not in ("snapshot-fold", "client-replica")])
 def test_a_row_without_its_key_value_is_refused_naming_the_column(name: str) -> None:
     sink = SINKS[name]()
     with pytest.raises(Exception, match="key column"):

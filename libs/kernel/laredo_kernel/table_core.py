@@ -242,9 +242,11 @@ class TableCore(Generic[Row]):
             key = self._key.of_row(new_values)
         source_key = key if old_key is None else old_key
         previous = self._rows.get(source_key)
-        moves = source_key != key and previous is not None  # the primary key changed: the row moves
-        if source_key != key and previous is None:
+        moves = previous is not None and source_key != key  # the primary key changed: the row moves
+        if previous is None and source_key != key:
             previous = self._rows.get(key)  # a replayed move: the row already sits at its new key
+        if previous is not None and not moves:
+            key = previous.key  # the stored key object: the table holds one per row, not one per version
         if UNCHANGED in new_values.values():  # the stored values are read only when needed
             new_values = merge_unchanged(new_values, self.values_of(previous) if previous is not None else None)
         elif type(new_values) is not dict:

@@ -49,7 +49,7 @@ class Server:
     async def snapshot_service_snapshot(self) -> SnapshotManifest:
         """What the snapshot service writes of the table as the instance holds it now (journal sequence 0)."""
         replica, created = self.replica, 1_700_000_000.0
-        rows = [r.values for r in replica.state.rows()]
+        rows = [replica.state.values_of(r) for r in replica.state.rows()]
         snapshot_id, checksum, parts = new_snapshot_id(created, 0, secrets.token_hex(3)), Checksum(), []
         for index, start in enumerate(range(0, len(rows), 16)):
             part, data = encode_part(index, rows[start:start + 16])
