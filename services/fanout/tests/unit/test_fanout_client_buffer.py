@@ -10,7 +10,7 @@ from laredo_testing.eventually import eventually
 
 from laredo_fanout.adapters.memory import MemoryChangeFeed
 from laredo_fanout.application.client_registry import ClientState
-from laredo_fanout.application.send_buffer import Outgoing, SendBuffer
+from laredo_fanout.application.send_buffer import Outgoing, SendBuffer, first_done
 from laredo_fanout.domain.client_buffer import BufferLimits, BufferPolicy
 from laredo_fanout.domain.errors import ClientTooSlow
 from services.fanout.tests.conftest import World
@@ -90,3 +90,21 @@ async def test_slow_down_feeds_a_slow_client_at_its_pace(make_world: MakeWorld) 
     slow.resume_reading()
     await eventually(lambda: slow.replica.rows == reader.replica.rows, what="the slow client to catch up")
     assert slow.replica.sequences == list(range(2, 32)) and not task.done()
+
+
+async def test_first_done_wakes_on_either_future_or_the_timeout_and_never_cancels_a_shared_one() -> None:
+    loop = asyncio.get_running_loop()
+    shared, other = loop.create_future(), loop.create_future()
+    assert await first_done((shared, other), 0.01) is False  # the timeout
+    waiting = asyncio.ensure_future(first_done((shared, other)))
+    await asyncio.sleep(0)
+    other.set_result(None)
+    assert await waiting is True and not shared.done()
+    cancelled = asyncio.ensure_future(first_done((shared,)))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert not shared.cancelled() and not shared.done(), "a waiter that leaves leaves the shared future alone"
+    shared.set_result(None)
+    assert await first_done((shared,), 5) is True

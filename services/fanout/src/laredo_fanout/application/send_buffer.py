@@ -14,6 +14,7 @@ import asyncio
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from laredo_fanout.domain.journal import JournalEntry
 
@@ -38,6 +39,12 @@ class SendBuffer:
         self._closed = False
         self._getter: asyncio.Future[None] | None = None
         self._room: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # taken once: each lookup costs a getpid() call
+
+    def _new_future(self) -> asyncio.Future[None]:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop.create_future()
 
     def __len__(self) -> int:
         return len(self._items) + self._writing
@@ -48,7 +55,7 @@ class SendBuffer:
     def room(self) -> asyncio.Future[None]:
         """Resolved once a message was written (there may be room then); shared by every caller."""
         if self._room is None or self._room.done():
-            self._room = asyncio.get_running_loop().create_future()
+            self._room = self._new_future()
             if self.has_room():
                 self._room.set_result(None)
         return self._room
@@ -78,7 +85,7 @@ class SendBuffer:
         while not self._items:
             if self._closed:
                 return None
-            self._getter = asyncio.get_running_loop().create_future()
+            self._getter = self._new_future()
             try:
                 await self._getter
             finally:
@@ -101,3 +108,30 @@ class SendBuffer:
 def _wake(waiter: asyncio.Future[None] | None) -> None:
     if waiter is not None and not waiter.done():
         waiter.set_result(None)
+
+
+async def first_done(futures: Sequence[asyncio.Future[Any]], timeout: float | None = None) -> bool:
+    """Wait until one of `futures` is done or `timeout` seconds passed, never cancelling them (they may be shared
+    by every session); True when one is done. What asyncio.wait(FIRST_COMPLETED) does, at a quarter of its cost:
+    a session waits like this for every message it sends."""
+    for future in futures:
+        if future.done():
+            return True
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(wake)
+    timer = loop.call_later(max(0.0, timeout), wake) if timeout is not None else None
+    try:
+        await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for future in futures:
+            future.remove_done_callback(wake)
+    return any(future.done() for future in futures)

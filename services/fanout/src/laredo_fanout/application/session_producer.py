@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from laredo_kernel.changes import Action
 
 from laredo_fanout.application.client_registry import ClientState, ConnectedClient
-from laredo_fanout.application.send_buffer import Outgoing, SendBuffer
+from laredo_fanout.application.send_buffer import Outgoing, SendBuffer, first_done
 from laredo_fanout.application.table_replica import SchemaChange, TableReplica
 from laredo_fanout.domain.client_buffer import LagAction, Phase, client_lag, lag_action, pin_expired
 from laredo_fanout.domain.errors import ClientFellBehind, ClientTooSlow, EntriesPruned
@@ -114,8 +114,7 @@ class SessionProducer:
             if buffer.has_room():
                 buffer.push(item)
                 return
-            await asyncio.wait((buffer.room(), appended), timeout=self._pin_time_left(),
-                               return_when=asyncio.FIRST_COMPLETED)
+            await first_done((buffer.room(), appended), self._pin_time_left())
 
     async def _live(self) -> None:
         replica, buffer, loop = self._replica, self._buffer, asyncio.get_running_loop()
@@ -127,7 +126,7 @@ class SessionProducer:
             if not buffer.has_room():
                 # The client is still taking earlier messages: new entries wait in the journal and join the next
                 # message. Appends wake this meanwhile to check the client's lag, which a stuck write never would.
-                await asyncio.wait((buffer.room(), appended), return_when=asyncio.FIRST_COMPLETED)
+                await first_done((buffer.room(), appended))
                 continue
             item = self._next()
             if item is not None:
@@ -135,8 +134,7 @@ class SessionProducer:
                     buffer.push(item)
                 last_queued = loop.time()
                 continue
-            done, _ = await asyncio.wait((appended,), timeout=last_queued + interval - loop.time())
-            if not done:
+            if not await first_done((appended,), last_queued + interval - loop.time()):
                 buffer.offer(Outgoing(self._encoder.heartbeat(current_sequence=replica.journal.current_sequence,
                                                               server_time=self._clock.now())))
                 last_queued = loop.time()
