@@ -4,7 +4,7 @@ Runs on throwaway PostgreSQL and NATS servers with `laredo-ingest` and `laredo-f
   1. baseline of --baseline-rows rows: rows/s from the JetStream timestamps of BASELINE_BEGIN..END;
   2. one INSERT of --bulk-rows rows: changes/s from the commit to the JetStream ack of its last message;
   3. --latency-txns single-row transactions at --latency-rate/s: commit (PostgreSQL commit timestamp) to
-     the moment a Sync client applied the change, p50/p95/p99.
+     the moment the client library's replica applied the change, p50/p95/p99.
 Usage: .venv/bin/python bench/e2e.py [--baseline-rows 10000] [--bulk-rows 100000] [--latency-txns 1000]
 """
 
@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import grpc
 import nats
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from laredo_client.replica import SyncReplica  # noqa: E402
+from laredo.replication.v1 import replication_pb2 as pb  # noqa: E402
+from laredo_client import LaredoClient  # noqa: E402
 from laredo_core.stream.naming import HEADER_KIND, stream_name  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 from tests.e2e.harness import ServiceProcess, free_port, write_config  # noqa: E402
@@ -78,21 +78,45 @@ def _lsn(text: str) -> int:
     return (int(hi, 16) << 32) | int(lo, 16)
 
 
+class CommitTimes:
+    """A StreamObserver noting each inserted row's commit time (from its journal entry) by id."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset, self.by_id = offset, {}
+
+    def opened(self, stream: str, request: pb.SyncRequest) -> None:
+        return None
+
+    def received(self, stream: str, message: bytes) -> None:
+        response = pb.SyncResponse.FromString(message)
+        kind = response.WhichOneof("message")
+        entries = [response.journal_entry] if kind == "journal_entry" else (
+            response.journal_batch.entries if kind == "journal_batch" else [])
+        for entry in entries:
+            row_id = int(entry.new_values.fields["id"].number_value) if entry.action == "INSERT" else 0
+            if row_id >= self.offset:  # only the single-row transactions of this phase
+                self.by_id[row_id] = entry.timestamp.seconds + entry.timestamp.nanos / 1e9
+
+    def closed(self, stream: str) -> None:
+        return None
+
+
 async def measure_latency(pg: PostgresServer, port: int, txns: int, rate: float, offset: int) -> list[float]:
     latencies: list[float] = []
+    commits = CommitTimes(offset)
 
-    def on_change(action, old, new, entry) -> None:  # noqa: ANN001
-        if action == "INSERT" and new["id"] >= offset:  # only the single-row transactions of this phase
-            committed = entry.timestamp.seconds + entry.timestamp.nanos / 1e9
+    def on_change(old: dict | None, new: dict | None) -> None:
+        committed = commits.by_id.pop(new["id"], None) if old is None and new is not None else None
+        if committed is not None:
             latencies.append(time.time() - committed)
 
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        replica = SyncReplica(channel, "public", "bench_items", client_id="latency", on_change=on_change)
-        task = asyncio.create_task(replica.run())
-        await replica.wait_ready(120)
+    async with LaredoClient(f"127.0.0.1:{port}", "public", "bench_items", client_id="latency",
+                            stream_observer=commits) as client:
+        await client.await_ready(120)
+        client.listen(on_change)
         expected = await asyncio.to_thread(_count, pg.dsn)
         deadline = time.monotonic() + 300
-        while len(replica.state.rows) < expected and time.monotonic() < deadline:
+        while client.count() < expected and time.monotonic() < deadline:
             await asyncio.sleep(0.05)  # let fan-out finish applying the bulk insert before measuring
 
         def write() -> None:
@@ -105,8 +129,6 @@ async def measure_latency(pg: PostgresServer, port: int, txns: int, rate: float,
         deadline = time.monotonic() + 30
         while len(latencies) < txns and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
     return latencies
 
 

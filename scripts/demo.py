@@ -1,4 +1,4 @@
-"""Live demo: PostgreSQL changes stream through ingest, JetStream and fan-out to a gRPC client.
+"""Live demo: PostgreSQL changes stream through ingest, JetStream and fan-out to the client library's replica.
 
 Starts a throwaway PostgreSQL (wal_level=logical) and NATS JetStream on free loopback ports, creates a
 table, runs `laredo-ingest` and `laredo-fanout` as processes, writes changes to PostgreSQL and prints
@@ -15,12 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import grpc
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from laredo_client.replica import SyncReplica  # noqa: E402
+from laredo_client import LaredoClient  # noqa: E402
 from laredo_kernel.jsonvalue import row_to_json  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 from tests.e2e.harness import ServiceProcess, free_port, write_config  # noqa: E402
@@ -48,23 +47,22 @@ def writer(dsn: str, stop_at: float, rate: float) -> int:
     return written
 
 
-def print_change(action: str, old: dict | None, new: dict | None, entry) -> None:  # noqa: ANN001
-    row = new if new is not None else old
-    print(f"  seq {entry.sequence:>6}  {entry.source_position:<18} {action:<8} {row}", flush=True)
+async def run_client(port: int, stop_at: float) -> dict[int, dict]:
+    """The client library's live replica of the table, printing each change; its rows at the end."""
+    async with LaredoClient(f"127.0.0.1:{port}", "public", "demo_items", client_id="demo") as client:
 
+        def print_change(old: dict | None, new: dict | None) -> None:
+            action = "INSERT" if old is None else "DELETE" if new is None else "UPDATE"
+            print(f"  {client.last_source_position:<18} {action:<8} {new if new is not None else old}", flush=True)
 
-async def run_client(port: int, stop_at: float) -> SyncReplica:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        replica = SyncReplica(channel, "public", "demo_items", client_id="demo", on_change=print_change)
-        task = asyncio.create_task(replica.run())
-        await replica.wait_ready(60)
-        print(f"client ready: full snapshot of {len(replica.state.rows)} rows, now streaming live changes",
-              flush=True)
+        await client.await_ready(60)
+        print(f"client ready: full snapshot of {client.count()} rows, now streaming live changes", flush=True)
+        client.listen(print_change)
         await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
         await asyncio.sleep(1.0)  # let the last changes arrive before the check
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return replica
+        if client.failure is not None:
+            raise client.failure
+        return {int(row["id"]): row for row in client.all()}
 
 
 def main() -> int:
@@ -95,19 +93,19 @@ def main() -> int:
             stop_at = time.monotonic() + seconds
             loop_writer = asyncio.to_thread(writer, pg.dsn, stop_at, args.rate)
 
-            async def both() -> tuple[int, SyncReplica]:
+            async def both() -> tuple[int, dict[int, dict]]:
                 return await asyncio.gather(loop_writer, run_client(fanout_port, stop_at))
 
             try:
-                written, replica = asyncio.run(both())
+                written, held = asyncio.run(both())
             except KeyboardInterrupt:
                 return 0
             with psycopg.connect(pg.dsn, options="-c TimeZone=UTC") as conn:
                 cur = conn.execute(f"SELECT * FROM {TABLE}")
                 names = [d.name for d in cur.description]
-                expected = {(r[0],): row_to_json(dict(zip(names, r))) for r in cur}
-            same = replica.state.rows == expected
-            print(f"\n{written} write transactions; client holds {len(replica.state.rows)} rows, table has "
+                expected = {r[0]: row_to_json(dict(zip(names, r))) for r in cur}
+            same = held == expected
+            print(f"\n{written} write transactions; client holds {len(held)} rows, table has "
                   f"{len(expected)}: {'replica equals the table' if same else 'MISMATCH'}", flush=True)
             return 0 if same else 1
         finally:

@@ -1,13 +1,12 @@
 """Draining one fan-out instance by id through OAM and the `laredo drain --instance` CLI, on real processes.
 
 ingest, two fan-out instances (the system's own and `fanout-b`), query and OAM run on a throwaway PostgreSQL,
-NATS and Redis. A Sync client on each instance records GoAways. Draining `fanout-b` moves only its client; the
+NATS and Redis. A client (the library users run) on each instance records the GoAways it is sent. Draining `fanout-b` moves only its client; the
 other instance's client keeps streaming changes. Draining the last ready instance is refused unless forced.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,31 +16,44 @@ import pytest
 
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo.v1 import oam_pb2
-from laredo_client.replica import SyncReplica
+from laredo_client import LaredoClient
 from laredo_kernel.changes import TableId
 from laredo_core.coordination.redis_store import RedisCoordinationStore
 from laredo_testing.eventually import eventually
 from libs.cli.tests.cli_runner import run_subprocess
 
 from tests.e2e.harness import ServiceProcess, create_table, free_port
-from tests.e2e.system import System, running_system, table_rows
+from tests.e2e.system import LibraryReplica, System, running_system, table_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SECOND = "fanout-b"
 
 
-class WatchedReplica(SyncReplica):
-    """A SyncReplica that also records the GoAways it is sent."""
+class GoAways:
+    """A client's StreamObserver keeping the GoAways it is sent."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self) -> None:
         self.go_aways: list[pb.GoAway] = []
 
-    def apply(self, message: pb.SyncResponse) -> None:
-        if message.WhichOneof("message") == "go_away":
-            self.go_aways.append(message.go_away)
-        super().apply(message)
+    def opened(self, stream: str, request: pb.SyncRequest) -> None:
+        return None
+
+    def received(self, stream: str, message: bytes) -> None:
+        response = pb.SyncResponse.FromString(message)
+        if response.WhichOneof("message") == "go_away":
+            self.go_aways.append(response.go_away)
+
+    def closed(self, stream: str) -> None:
+        return None
+
+
+class WatchedReplica(LibraryReplica):
+    """The client's rows (checked like every end-to-end replica) and its GoAways."""
+
+    def __init__(self, client: LaredoClient, watched: GoAways) -> None:
+        super().__init__(client, reconnects=True)  # a GoAway sends it elsewhere
+        self.go_aways = watched.go_aways
 
 
 @pytest.fixture
@@ -69,15 +81,11 @@ def second_port(system: System, tmp_path: Path) -> Iterator[int]:
 
 @asynccontextmanager
 async def client(port: int, table: TableId, client_id: str) -> AsyncIterator[WatchedReplica]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        replica = WatchedReplica(channel, table.schema, table.name, client_id=client_id)
-        task = asyncio.create_task(replica.run())
-        await replica.wait_ready(60)
-        try:
-            yield replica
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    watched = GoAways()
+    async with LaredoClient(f"127.0.0.1:{port}", table.schema, table.name, client_id=client_id,
+                            stream_observer=watched) as library:
+        await library.await_ready(60)
+        yield WatchedReplica(library, watched)
 
 
 async def ready_instances(system: System) -> dict[str, bool]:
@@ -144,6 +152,5 @@ async def _reported(system: System, expected: dict[str, bool]) -> bool:
     return await ready_instances(system) == expected
 
 
-def _equals_table(system: System, replica: SyncReplica) -> bool:
-    expected = table_rows(system.dsn, system.table)
-    return {key[0]: row for key, row in replica.state.rows.items()} == expected
+def _equals_table(system: System, replica: WatchedReplica) -> bool:
+    return replica.rows() == table_rows(system.dsn, system.table)

@@ -31,7 +31,7 @@ from google.protobuf.json_format import MessageToDict
 
 from laredo.replication.v1 import replication_pb2 as pb
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc
-from laredo_client.replica import SyncReplica
+from laredo_client import LaredoClient
 from laredo_kernel.changes import TableId
 from laredo_core.config import load_settings
 from laredo_kernel.jsonvalue import row_to_json
@@ -45,6 +45,7 @@ from laredo_snapshot.adapters.sequential_compactor import SequentialCompactor
 from laredo_snapshot.main import SnapshotApp, build
 
 from tests.e2e.harness import BIN, ServiceProcess, create_table, free_port, mixed_changes
+from tests.e2e.system import LibraryReplica
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -267,20 +268,17 @@ async def test_snapshots_equal_the_table_and_a_fresh_fanout_restores_from_them(
         log = (pipeline.tmp / "fanout.log").read_text()
         assert f"restored snapshot {third.snapshot_id}" in log, fanout.log_tail()
         port = int(load_settings(pipeline.config, env={}).fanout.grpc_port)
+        async with LaredoClient(f"127.0.0.1:{port}", pipeline.table.schema, pipeline.table.name,
+                                client_id="after-restore") as client:
+            await client.await_ready(60)
+            replica = LibraryReplica(client)
+
+            async def equal() -> bool:
+                expected = await asyncio.to_thread(pipeline.rows)
+                return replica.rows() == expected
+
+            await eventually(equal, timeout=60, what="the client replica of the restored fan-out equals the table")
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            replica = SyncReplica(channel, pipeline.table.schema, pipeline.table.name, client_id="after-restore")
-            task = asyncio.create_task(replica.run())
-            try:
-                await replica.wait_ready(60)
-
-                async def equal() -> bool:
-                    expected = await asyncio.to_thread(pipeline.rows)
-                    return replica.state.rows == {(k,): v for k, v in expected.items()}
-
-                await eventually(equal, timeout=60, what="the client replica of the restored fan-out equals the table")
-            finally:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
             await listed_and_fetched(channel, pipeline, third)
     finally:
         fanout.stop()

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import grpc
 import psycopg
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from laredo_client.replica import SyncReplica
+from laredo_client import LaredoClient
 from laredo_core.config import load_settings
 from laredo_core.telemetry import build_tracer_provider
 from laredo_fanout.main import build as build_fanout
@@ -44,14 +43,12 @@ async def test_one_row_is_one_trace_across_ingest_fanout_and_sync(pg_dsn: str, n
     tasks = [asyncio.create_task(ingest.run(stop)), asyncio.create_task(fanout.run(stop))]
     try:
         await eventually(lambda: fanout.readiness()[0], timeout=60, what="fan-out ready (baseline applied)")
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            replica = SyncReplica(channel, "public", unique_name, client_id="tracing")
-            client = asyncio.create_task(replica.run())
-            await replica.wait_ready(60)
+        async with LaredoClient(f"127.0.0.1:{port}", "public", unique_name, client_id="tracing") as client:
+            await client.await_ready(60)
             exporter.clear()
             with psycopg.connect(pg_dsn, autocommit=True) as conn:
                 conn.execute(f"INSERT INTO {table} VALUES (2, 'traced')")
-            await eventually(lambda: (2,) in replica.state.rows, timeout=30, what="row 2 reached the client")
+            await eventually(lambda: client.get(2) is not None, timeout=30, what="row 2 reached the client")
 
             def one_trace_with_all_spans() -> bool:
                 by_trace: dict[int, set[str]] = {}
@@ -61,8 +58,6 @@ async def test_one_row_is_one_trace_across_ingest_fanout_and_sync(pg_dsn: str, n
 
             await eventually(one_trace_with_all_spans, timeout=15,
                              what=f"one trace holding {', '.join(SPANS)}")
-            client.cancel()
-            await asyncio.gather(client, return_exceptions=True)
     finally:
         stop.set()
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
