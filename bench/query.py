@@ -7,7 +7,9 @@ Runs on throwaway PostgreSQL and NATS servers with `laredo-ingest` and `laredo-q
   3. for each --load CLIENTSxINFLIGHT (default 4x8, then 1x1), a load generator in its own process
      (--client-processes of them) runs CLIENTS asyncio gRPC clients (one channel each), each with INFLIGHT
      concurrent Lookup calls on random emails, for --duration seconds after a --warmup; every Lookup must
-     find its row. Reported: requests/s, p50/p90/p99/max latency, the query process's CPU per Lookup.
+     find its row. Reported: requests/s, p50/p90/p99/max latency, the query process's CPU per Lookup;
+  4. in-process (bench/query_memory.py): bytes per row with one unique index, and the load of the same rows
+     from a snapshot.
 Usage: .venv/bin/python bench/query.py [--rows 1000000] [--duration 15] [--load 4x8 --load 1x1]
 """
 
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from laredo.v1 import query_pb2 as pb  # noqa: E402
 from laredo.v1 import query_pb2_grpc  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
+from bench.query_memory import report as report_memory  # noqa: E402
 from tests.e2e.harness import ServiceProcess, free_port  # noqa: E402
 
 TABLE = "public.bench_items"
@@ -160,6 +163,7 @@ async def run(args: argparse.Namespace) -> None:
         finally:
             query.stop()
             ingest.stop()
+    report_memory(args.rows)  # in-process, once the services are gone
 
 
 async def measure(server_pid: int, port: int, clients: int, inflight: int, args: argparse.Namespace) -> None:

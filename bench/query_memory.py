@@ -81,18 +81,22 @@ def measure_snapshot_load(rows: int, part_rows: int = 100_000) -> float:
     return seconds
 
 
+def report(rows: int) -> None:
+    """Print both figures for a table of `rows` rows."""
+    per_row = measure_bytes_per_row(rows)
+    print(f"query table of {rows:,} rows with one unique index (email): {per_row:,.0f} bytes per row "
+          f"(goal {BYTES_GOAL}: {'met' if per_row <= BYTES_GOAL else 'MISSED'})")
+    seconds = measure_snapshot_load(rows)
+    scaled = seconds * 1_000_000 / rows
+    print(f"load from a snapshot (JSON lines, checked, typed, indexed; store reads excluded): {rows:,} rows in "
+          f"{seconds:.1f}s = {rows / seconds:,.0f} rows/s; {scaled:.1f}s for one million rows "
+          f"(goal {READY_GOAL:.0f}s: {'met' if scaled <= READY_GOAL else 'MISSED'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    args = parser.parse_args()
-    per_row = measure_bytes_per_row(args.rows)
-    print(f"query table of {args.rows:,} rows with one unique index (email): {per_row:,.0f} bytes per row "
-          f"(goal {BYTES_GOAL}: {'met' if per_row <= BYTES_GOAL else 'MISSED'})")
-    seconds = measure_snapshot_load(args.rows)
-    scaled = seconds * 1_000_000 / args.rows
-    print(f"load from a snapshot (JSON lines, checked, typed, indexed; store reads excluded): {args.rows:,} rows in "
-          f"{seconds:.1f}s = {args.rows / seconds:,.0f} rows/s; {scaled:.1f}s for one million rows "
-          f"(goal {READY_GOAL:.0f}s: {'met' if scaled <= READY_GOAL else 'MISSED'})")
+    report(parser.parse_args().rows)
 
 
 if __name__ == "__main__":
