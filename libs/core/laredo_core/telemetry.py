@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -94,7 +93,3 @@ def inject_headers(ctx: otel_context.Context | None = None) -> dict[str, str]:
 def extract_context(headers: Mapping[str, str] | None) -> otel_context.Context:
     """The remote parent carried by message headers (an empty context when there is none)."""
     return _PROPAGATOR.extract(dict(headers or {}))
-
-
-def span_context_of(ctx: otel_context.Context) -> trace.SpanContext:
-    return trace.get_current_span(ctx).get_span_context()

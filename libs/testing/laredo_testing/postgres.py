@@ -154,12 +154,6 @@ class PostgresServer(StartedInContext):
             self._run_dir = None
             self.port = 0
 
-    def set_settings(self, **settings: str | int) -> None:
-        """Change settings; they take effect at the next start() or restart()."""
-        self.settings.update(settings)
-        if self.data_dir.exists():
-            self._write_settings()
-
     def create_database(self, name: str) -> str:
         """Create an empty database and return its DSN."""
         return create_database(self.dsn, name)

@@ -87,11 +87,6 @@ class AuthSettings:
     jwt: JwtSettings | None = None
     certificates: tuple[CertificateIdentity, ...] = ()
 
-    @property
-    def accepts_certificates(self) -> bool:
-        return bool(self.certificates)
-
-
 def parse_auth(raw: Mapping[str, Any], problems: list[str], *, client_ca: bool,
                front_door: bool) -> AuthSettings | None:
     """The whole tree's `auth` section; None when there is none (no checks: every call is allowed)."""

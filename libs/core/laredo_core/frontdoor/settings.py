@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from laredo_core.auth.settings import AuthSettings, parse_auth
-from laredo_kernel.errors import ConfigError
 
 if TYPE_CHECKING:  # laredo_core.config imports this module: Reader is imported where it is used
     from laredo_core.config.reader import Reader
@@ -60,15 +59,6 @@ class FrontDoorSettings:
     drain_time: float = 5.0
     tls: TlsSettings = field(default_factory=TlsSettings)
     auth: AuthSettings | None = None  # the `auth` section; None: no authentication (loopback by default)
-
-
-def read_front_door_settings(raw: Mapping[str, Any]) -> FrontDoorSettings:
-    """Both sections of the whole configuration tree, every value checked; ConfigError lists all problems."""
-    problems: list[str] = []
-    settings = parse_front_door(raw, problems)
-    if problems:
-        raise ConfigError(problems)
-    return settings
 
 
 def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSettings:

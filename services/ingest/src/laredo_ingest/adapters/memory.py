@@ -187,12 +187,6 @@ class RecordingObserver:
     def gauges(self, read: Callable[[], Mapping[str, float]]) -> None:
         self.gauge_readers.append(read)
 
-    def read_gauges(self) -> dict[str, float]:
-        values: dict[str, float] = {}
-        for read in self.gauge_readers:
-            values.update(read())
-        return values
-
     @contextlib.contextmanager
     def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[RecordedSpan]:
         n = next(self._ids)

@@ -106,9 +106,6 @@ class TransactionAssembler:
     def in_transaction(self) -> bool:
         return self._txn is not None
 
-    def schema_of(self, relation_id: int) -> TableSchema | None:
-        return self._relations.get(relation_id)
-
     def catalog_lacks(self, msg: Relation) -> bool:
         """True when a configured table's Relation names a column the catalog does not describe (added or
         retyped): the catalog facts (not null, key, base type) should be refreshed before it is fed."""
@@ -126,10 +123,6 @@ class TransactionAssembler:
         self._skip_before[table] = lsn
         if self._txn is not None and self._txn.commit_lsn < lsn:
             self._txn.skipped = self._txn.skipped | {table}
-
-    def forget_skips_below(self, lsn: int) -> None:
-        """Skips that no transaction at or after lsn can hit any more."""
-        self._skip_before = {t: s for t, s in self._skip_before.items() if s > lsn}
 
     def feed(self, message: PgOutputMessage) -> Sequence[OutboundBatch]:
         return self._handlers[type(message)](message)

@@ -14,7 +14,6 @@ XLOG_DATA_HEADER_SIZE = 25
 #: 2000-01-01 00:00:00 UTC in unix microseconds: PostgreSQL timestamps count from there.
 PG_EPOCH_UNIX_US = 946_684_800_000_000
 
-_XLOG_HEADER = struct.Struct("!QQq")
 _KEEPALIVE = struct.Struct("!QqB")
 _STATUS = struct.Struct("!cQQQqB")
 
@@ -23,18 +22,6 @@ class Keepalive(NamedTuple):
     wal_end: int  # how far the server has sent (decoded) WAL
     send_time_pg_us: int
     reply_requested: bool
-
-
-class XLogDataHeader(NamedTuple):
-    wal_start: int
-    wal_end: int
-    send_time_pg_us: int
-
-
-def parse_xlog_data_header(frame: bytes | memoryview) -> XLogDataHeader:
-    if len(frame) < XLOG_DATA_HEADER_SIZE:
-        raise ProtocolError(f"truncated XLogData frame: {len(frame)} bytes, header needs {XLOG_DATA_HEADER_SIZE}")
-    return XLogDataHeader(*_XLOG_HEADER.unpack_from(frame, 1))
 
 
 def parse_keepalive(frame: bytes | memoryview) -> Keepalive:

@@ -165,10 +165,6 @@ class KeySpec:
     def __hash__(self) -> int:
         return hash((self.fields, self.kinds))
 
-    @property
-    def orderable(self) -> bool:
-        return all(k in ORDERABLE_KINDS for k in self.kinds)
-
     def of_row(self, values: Mapping[str, Any]) -> Key:
         """The canonical key of a stored row; a missing column counts as NULL."""
         if self._single:

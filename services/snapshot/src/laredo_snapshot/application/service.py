@@ -8,7 +8,6 @@ reported in the status; the pass goes on with the next table and the next pass t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -124,8 +123,3 @@ class SnapshotService:
     def failed(self) -> list[TableRun]:
         return [run for run in self.last.values() if run.error]
 
-
-async def cancel_quietly(task: asyncio.Task[Any]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
