@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import total_ordering
 
 #: Baseline rows sort before every change at the snapshot LSN: their ordinal is
 #: this base plus the row index. Far below any real ordinal, far above int64 min.
@@ -33,7 +32,6 @@ def format_lsn(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:08X}"
 
 
-@total_ordering
 @dataclass(frozen=True, slots=True)
 class Position:
     """Where a change stands in one source's stream; strictly increasing along it.
@@ -116,11 +114,31 @@ class Position:
             return f"{epoch}{format_lsn(self.lsn)}:b{self.ordinal - BASELINE_ORDINAL_BASE}{repair}"
         return f"{epoch}{format_lsn(self.lsn)}:{self.ordinal}{repair}"
 
+    # Each comparison written out (functools.total_ordering would derive >, <= and >= from < and ==, two
+    # calls each): positions are compared for every change applied.
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, Position):
             return NotImplemented
         return (self.epoch, self.lsn, self.ordinal, self.repair) < (other.epoch, other.lsn, other.ordinal,
                                                                      other.repair)
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, Position):
+            return NotImplemented
+        return (self.epoch, self.lsn, self.ordinal, self.repair) <= (other.epoch, other.lsn, other.ordinal,
+                                                                      other.repair)
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, Position):
+            return NotImplemented
+        return (self.epoch, self.lsn, self.ordinal, self.repair) > (other.epoch, other.lsn, other.ordinal,
+                                                                     other.repair)
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, Position):
+            return NotImplemented
+        return (self.epoch, self.lsn, self.ordinal, self.repair) >= (other.epoch, other.lsn, other.ordinal,
+                                                                      other.repair)
 
 
 def _split_repair(text: str, whole: str) -> tuple[str, int]:

@@ -68,7 +68,8 @@ class NatsChangeFeed:
         self._pending_bytes_limit = pending_bytes_limit
         self._stall_after = stall_after
         self._tables: dict[TableId, _TableConsumer] = {}
-        self._resubscribe: asyncio.Event | None = None
+        self._wake: asyncio.Event | None = None  # the watcher's: a reconnect, or a table's consumer lost messages
+        self._reconnected_since = False  # every table subscribes again
 
     def stalled(self) -> dict[TableId, str]:
         """The tables whose consumer made no progress for stall_after seconds while the stream held newer
@@ -76,7 +77,7 @@ class NatsChangeFeed:
         return {table: consumer.stall for table, consumer in self._tables.items() if consumer.stall}
 
     async def run(self, subscriptions: Sequence[FeedSubscription], sink: ChangeSink) -> None:
-        self._resubscribe = asyncio.Event()
+        self._wake = asyncio.Event()
         nc = await self._connect()
         failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         js = nc.jetstream()
@@ -131,6 +132,7 @@ class NatsChangeFeed:
                          else f"cannot read stream {stream} ({exc!r})"),
         )
         handler = _MessageHandler(subscription, stream, sink, caught_up_at, failed, self._json_values)
+        handler.on_lost = self._wake.set if self._wake is not None else handler.on_lost
         if caught_up_at <= start_after:
             sink.on_caught_up(subscription.table)
         consumer = self._tables[subscription.table] = _TableConsumer(stream, subject, handler)
@@ -158,26 +160,32 @@ class NatsChangeFeed:
 
     async def _reconnected(self) -> None:
         log.info("reconnected to NATS; consumers resume after the last message each took")
-        if self._resubscribe is not None:
-            self._resubscribe.set()
+        if self._wake is not None:
+            self._reconnected_since = True
+            self._wake.set()
 
     async def _watch(self, js: JetStreamContext) -> None:
         """Resubscribe every table at once after a reconnect (the server may have lost the ephemeral consumers
         and nats-py would notice only after missed heartbeats); report, and resubscribe, a table whose consumer
         stands still while the stream holds newer messages for it."""
-        assert self._resubscribe is not None
+        wake = self._wake
+        assert wake is not None
         loop = asyncio.get_running_loop()
         check = max(0.05, self._stall_after / 4)
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(check):  # a timer for the stall check, not a hot path
-                    await self._resubscribe.wait()
-            reconnected = self._resubscribe.is_set()
-            self._resubscribe.clear()
+                    await wake.wait()
+            wake.clear()
+            reconnected, self._reconnected_since = self._reconnected_since, False
             for consumer in list(self._tables.values()):
                 if reconnected:
                     await self._consume(js, consumer)
                     consumer.progress(loop.time())
+                elif consumer.handler.lost:
+                    log.warning("change feed of %s: %s; subscribing again after stream sequence %d", consumer.subject,
+                                consumer.handler.lost, consumer.handler.last_sequence)
+                    await self._consume(js, consumer)
                 elif await self._stalled(js, consumer, loop.time()):
                     await self._consume(js, consumer)
 
@@ -259,6 +267,11 @@ class _MessageHandler:
 
     Messages come from one subscription generation at a time: after a resubscription, what an earlier
     subscription still delivers is ignored (the new one starts right after `last_sequence`).
+
+    Each generation's consumer numbers what it delivers 1, 2, 3...; a number skipped is a message lost on the
+    way: nats-py drops what overflows a subscription's pending limits (SlowConsumerError) and its ordered
+    consumer carries on with the next one. Nothing after such a gap is taken: `lost` says why, and the feed
+    subscribes again right after the last message taken (`on_lost` wakes it).
     """
 
     def __init__(self, subscription: FeedSubscription, stream: str, sink: ChangeSink, caught_up_at: int,
@@ -274,14 +287,26 @@ class _MessageHandler:
         self._failed = failed
         self.last_sequence = subscription.start_after_sequence  # the stream sequence of the last message taken
         self._generation = 0
+        self._delivered = 0  # the consumer sequence of the last message this generation delivered
+        self.lost = ""  # why this generation's messages are no longer taken (a gap); empty while none
+        self.on_lost: Callable[[], None] = lambda: None
 
     def new_generation(self) -> int:
         self._generation += 1
+        self._delivered, self.lost = 0, ""
         return self._generation
 
     async def on_message(self, msg: Msg, generation: int = 0) -> None:  # nats-py wants a coroutine function
-        if generation != self._generation:
-            return  # a subscription replaced since: the current one delivers this message again, in order
+        if generation != self._generation or self.lost:
+            return  # a subscription replaced since (or being replaced): the next one delivers it again, in order
+        delivered = msg.metadata.sequence.consumer
+        if delivered != self._delivered + 1:
+            self.lost = (f"the consumer delivered message {delivered} after {self._delivered} (stream sequence "
+                         f"{msg.metadata.sequence.stream}, last taken {self.last_sequence}): messages the NATS "
+                         "client dropped (a slow consumer) or a consumer it replaced on its own")
+            self.on_lost()
+            return
+        self._delivered = delivered
         self.handle(msg)
         # nats-py runs callbacks back to back while messages are pending: during a catch-up, give the
         # service's other tasks (gRPC, sessions) a turn every few milliseconds instead of only once it is over.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -119,3 +120,38 @@ async def test_a_consumer_that_stands_still_is_reported_stalled(own_nats: NatsSe
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class SlowRecorder(Recorder):
+    """A sink slower than NATS delivers: the client's queue of pending messages overflows."""
+
+    def on_batch(self, message: FeedMessage) -> None:
+        time.sleep(0.002)  # applying a large message
+        super().on_batch(message)
+
+
+async def test_messages_the_client_drops_as_a_slow_consumer_are_consumed_again_not_lost(
+        own_nats: NatsServer, caplog: pytest.LogCaptureFixture) -> None:
+    """nats-py drops what overflows a subscription's pending limits (SlowConsumerError) and its ordered consumer
+    goes on with the next message: the feed notices the gap in the consumer's sequence and subscribes again after
+    the last message it took, so the sink still gets every message, in order."""
+    batches = Batches(table=TABLE, columns=COLUMNS)
+    nc = await nats.connect(own_nats.url)
+    js = nc.jetstream()
+    subject = naming.table_subject(PREFIX, SOURCE, TABLE)
+    published = 400
+    for i in range(1, published + 1):
+        await js.publish(subject, batches.transaction(*(batches.insert({"id": i * 100 + j}) for j in range(100))))
+    await nc.close()
+    feed = NatsChangeFeed([own_nats.url], PREFIX, pending_msgs_limit=64, pending_bytes_limit=1024 * 1024)
+    sink = SlowRecorder()
+    consuming = asyncio.create_task(feed.run([FeedSubscription(SOURCE, TABLE)], sink))
+    try:
+        await eventually(lambda: len(sink.sequences) >= published, timeout=60,
+                         what="every message despite the dropped ones")
+        assert sink.sequences == list(range(1, published + 1)), "in order, nothing lost or repeated"
+        assert "messages the NATS client dropped" in caplog.text, "the loss and the recovery are said"
+    finally:
+        consuming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consuming
