@@ -85,7 +85,8 @@ async def test_a_client_stuck_in_its_catch_up_is_dropped(stream: Stream, nats_ur
         error = await ended_with(fanout, stuck)
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "its send buffer of 30 entries is full during its catch-up" in (error.details() or "")
-        await eventually(lambda: reader.replica.sequences[-1:] == [163], what="the reader to get every change")
+        await eventually(lambda: reader.replica.sequences[-1:] == [163], timeout=30,
+                         what="the reader to get every change")
         assert len(journal) == 60
         assert reader.error is None
         reader.cancel()

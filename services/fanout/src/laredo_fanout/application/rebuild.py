@@ -28,7 +28,7 @@ from laredo_fanout.application.repairs import journal_repair
 from laredo_fanout.application.replicator import Replicator
 from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
 from laredo_fanout.domain.journal import JournalEntry
-from laredo_fanout.domain.table_state import RowEffect
+from laredo_fanout.domain.table_state import RowEffect, StoredRow
 from laredo_fanout.ports import Clock, SyncEncoder
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,12 @@ class FanoutScratch:
         self._replicator.on_batch(message)
         return len(message.batch.changes)
 
-    def rows(self) -> list[dict[str, Any]]:
-        state = self._copy.state
-        return [state.values_of(row) for row in state.rows()]
+    def rows(self) -> list[StoredRow]:
+        return self._copy.state.rows()
+
+    def values(self, row: StoredRow) -> dict[str, Any]:
+        """A row's values, read back from its wire form (the installation reads them a step at a time)."""
+        return self._copy.state.decode(row)
 
 
 class FanoutInstallation:
@@ -97,7 +100,7 @@ class FanoutInstallation:
     def __init__(self, replica: TableReplica, scratch: FanoutScratch, rebuild_id: str, encoder: SyncEncoder,
                  clock: Clock) -> None:
         self._replica = replica
-        self._rows = scratch.rows()
+        self._rows, self._values = scratch.rows(), scratch.values
         self._next = 0
         self._generation = f"rebuild:{rebuild_id}"
         self._encoder = encoder
@@ -116,7 +119,7 @@ class FanoutInstallation:
         for row in self._rows[start:end]:
             try:
                 effect = state.apply_baseline_row(self._generation, RowChange(self._position, Action.INSERT, None,
-                                                                              dict(row)))
+                                                                              self._values(row)))
             except KeyError as exc:  # the copy's row lacks a key column of the live table (skip_meta_check)
                 self.skipped += 1
                 log.warning("%s: a rebuilt row is not installed: %s", self._replica.table, exc)

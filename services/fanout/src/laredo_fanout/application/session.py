@@ -163,10 +163,7 @@ class SyncSession:
         if plan.mode is not SyncMode.FULL_SNAPSHOT:
             return plan, None
         position = replica.applied_position
-        rows = replica.state.rows()
-        if self._filter is not None:
-            values = replica.state.values_of
-            rows = [r for r in rows if self._filter.matches(values(r))]
+        rows = replica.state.rows()  # a filter picks its rows from this copy later, off the event loop
         sequence = journal.current_sequence
         return plan, SnapshotCopy(f"fanout-{sequence}-{int(self._clock.now() * 1000)}", sequence, rows,
                                   str(position) if position is not None else "")

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from laredo_kernel.changes import Action
 
@@ -96,6 +98,8 @@ class SessionProducer:
 
     async def _send_snapshot(self, snapshot: SnapshotCopy) -> None:
         encoder, rows, step, put = self._encoder, snapshot.rows, self._batch, self._put
+        if self._filter is not None:  # each row read back into values: a worker thread's job on a large table
+            rows = await asyncio.to_thread(_matching, rows, self._filter, self._replica.state.decode)
         await put(Outgoing(encoder.snapshot_begin(snapshot_id=snapshot.snapshot_id, sequence=snapshot.sequence,
                                                   row_count=len(rows), position=snapshot.position)))
         for start in range(0, len(rows), step):
@@ -261,3 +265,8 @@ class SessionProducer:
         if not changes or changes[-1].index <= self._schema_index:
             return None
         return next(c for c in changes if c.index > self._schema_index)
+
+
+def _matching(rows: list[StoredRow], subscription: SubscriptionFilter,
+              decode: Callable[[StoredRow], Mapping[str, Any]]) -> list[StoredRow]:
+    return [row for row in rows if subscription.matches(decode(row))]

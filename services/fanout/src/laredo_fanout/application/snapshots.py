@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +21,7 @@ from laredo_core.snapshots.format import (
     FORMAT,
     Checksum,
     SnapshotManifest,
+    SnapshotPart,
     decode_part,
     encode_part,
     expired,
@@ -99,8 +100,7 @@ class TableSnapshots:
         if not force and latest is not None and latest.source_position == str(position) \
                 and await self._still_stored(latest):
             return None
-        state = replica.state
-        rows = [state.values_of(r) for r in state.rows()]
+        rows = replica.state.rows()  # read back into values part by part, in a worker thread (see _write)
         created = self._clock.now()
         base = SnapshotManifest(
             snapshot_id=new_snapshot_id(created, replica.journal.current_sequence, secrets.token_hex(3)),
@@ -126,11 +126,11 @@ class TableSnapshots:
             self.replica.latest_snapshot = None
         return False
 
-    async def _write(self, base: SnapshotManifest, rows: list[dict[str, Any]]) -> SnapshotManifest:
+    async def _write(self, base: SnapshotManifest, rows: list[StoredRow]) -> SnapshotManifest:
         checksum, parts, step = Checksum(), [], self.policy.part_rows
+        decode = self.replica.state.decode
         for index, start in enumerate(range(0, max(len(rows), 1), step)):
-            part, data = await asyncio.to_thread(encode_part, index, rows[start:start + step], base.format,
-                                                 base.columns)
+            part, data = await asyncio.to_thread(_encoded_part, index, rows[start:start + step], decode, base)
             checksum.update(data)
             await self.store.write_part(base.table, base.snapshot_id, part.name, data)
             parts.append(part)
@@ -192,3 +192,9 @@ class TableSnapshots:
             raise SnapshotCorrupt(f"snapshot {manifest.snapshot_id} of {self.table}: its manifest names table "
                                   f"{manifest.table}")
         return await read_verified_rows(self.store, manifest)
+
+
+def _encoded_part(index: int, rows: list[StoredRow], decode: Callable[[StoredRow], dict[str, Any]],
+                  base: SnapshotManifest) -> tuple[SnapshotPart, bytes]:
+    """Part `index` of the snapshot: the rows read back into values and encoded in the snapshot's format."""
+    return encode_part(index, [decode(row) for row in rows], base.format, base.columns)

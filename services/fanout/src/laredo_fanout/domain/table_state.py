@@ -1,7 +1,7 @@
 """Fan-out's rows of one table: the shared table core (laredo_kernel.table_core), keyed by the primary-key
-columns' values (the value itself for a one-column key, a tuple otherwise), each row holding only its wire form: its values are read back from it when a rule
-needs them (an unchanged TOASTed value, a table without a key, a re-key, a filtered client, a snapshot), which
-keeps the state near the size of the rows on the wire.
+columns' values (the value itself for a one-column key, a tuple otherwise), each row holding only its wire
+form: its values are read back from it when a rule needs them (an unchanged TOASTed value, a table without a
+key, a re-key, a filtered client, a snapshot), which keeps the state near the size of the rows on the wire.
 
 Values are JSON-compatible (the form laredo_kernel.jsonvalue gives: what clients see in a Struct and what
 snapshots store as JSON lines), so a state restored from a snapshot serves exactly the bytes a state built
@@ -76,7 +76,7 @@ def _refused(missing: MissingKeyValue) -> RowWithoutKey:
 
 
 class TableState(TableCore[StoredRow]):
-    """Rows of one table by primary-key tuple, plus the baseline generation being loaded."""
+    """Rows of one table by primary key, plus the baseline generation being loaded."""
 
     def __init__(self, key_columns: tuple[str, ...], encode: RowEncoder, decode: RowDecoder) -> None:
         self._encode, self._decode = encode, decode
@@ -103,6 +103,11 @@ class TableState(TableCore[StoredRow]):
                 self._decoded.clear()
             values = self._decoded[row] = self._decode(row.encoded)
         return values
+
+    def decode(self, row: StoredRow) -> dict[str, Any]:
+        """The row's values read afresh, past the cache of values_of: for reading many rows at once (a snapshot),
+        in any thread."""
+        return self._decode(row.encoded)
 
     def same_row(self, stored: StoredRow, new: StoredRow) -> bool:
         return stored.encoded == new.encoded
