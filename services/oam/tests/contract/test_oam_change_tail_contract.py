@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -168,6 +169,41 @@ async def test_a_table_followed_before_its_stream_exists_delivers_the_stream_fro
         await backend.create_stream()  # ingest starts after the watcher
         await backend.publish(TABLE, transaction(TABLE, {"id": 1, "name": "a"}))  # maybe before the consumer
         await eventually(lambda: len(received.changes) == 1, what="the change published before the consumer")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await nc.jetstream().delete_stream(backend.stream)
+        await nc.close()
+
+
+@pytest.mark.integration
+async def test_messages_the_nats_client_drops_as_a_slow_consumer_still_reach_watchers(
+        nats_url: str, unique_name: str, caplog: pytest.LogCaptureFixture) -> None:
+    """nats-py drops what overflows a subscription's pending limits and its ordered consumer goes on after the
+    gap (or, its flow control dropped, stops): the tail notices the gap in the delivery sequence (or the stall) and
+    follows again after the last message it took."""
+    nc = await nats.connect(nats_url)
+    tail = NatsChangeTail([nats_url], unique_name, pending_msgs_limit=32, pending_bytes_limit=1 << 20, stall_after=0.5)
+    backend = NatsBackend(tail, nc, unique_name)
+    await backend.create_stream()
+    received: list[int] = []
+
+    def slow_watcher(changes: Sequence[ObservedChange]) -> None:
+        time.sleep(0.002)  # a watcher slower than NATS delivers
+        received.extend(c.xid for c in changes)
+
+    task = asyncio.create_task(backend.tail.run(slow_watcher))
+    try:
+        backend.tail.follow(frozenset({TailTopic(SOURCE, TABLE)}))
+        await backend.following(1)
+        builder, subject = batches(TABLE), naming.table_subject(unique_name, SOURCE, TABLE)
+        for i in range(1, 301):  # stored as fast as the server takes them: no waiting for each acknowledgement
+            await nc.publish(subject, builder.transaction(builder.insert({"id": i, "name": "x" * 200})),
+                             headers={naming.HEADER_KIND: "TRANSACTION"})
+        await nc.flush()
+        await eventually(lambda: len(received) >= 300, timeout=60, what="every change despite the dropped messages")
+        assert received == sorted(set(received)) and len(received) == 300, "in order, each once"
+        assert "following again" in caplog.text, "the gap is said"
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

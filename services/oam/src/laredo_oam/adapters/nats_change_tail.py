@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -63,8 +64,11 @@ class NatsChangeTail:
     """ChangeTail (laredo_oam.ports) on JetStream; see the module docstring. One connection per run()."""
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, client_name: str = "laredo-oam",
-                 initial_backoff: float = 0.25, max_backoff: float = 2.0) -> None:
+                 initial_backoff: float = 0.25, max_backoff: float = 2.0, pending_msgs_limit: int = 100_000,
+                 pending_bytes_limit: int = 64 * 1024 * 1024, stall_after: float = 5.0) -> None:
         self._urls = NatsServers.of(urls)
+        self._stall_after = stall_after
+        self._pending = {"pending_msgs_limit": pending_msgs_limit, "pending_bytes_limit": pending_bytes_limit}
         self._prefix = subject_prefix
         self._client_name = client_name
         self._initial_backoff = initial_backoff
@@ -113,23 +117,72 @@ class NatsChangeTail:
         subject = (naming.table_subject(self._prefix, topic.source_id, topic.table) if topic.table is not None
                    else f"{self._prefix}.{naming.escape_token(topic.source_id)}.table.>")
         since = datetime.datetime.fromtimestamp(self._since.get(topic, time.time()), datetime.UTC)
+        # Each subscription numbers what it delivers 1, 2, 3...: a number skipped is messages nats-py dropped as a
+        # slow consumer (its ordered consumer goes on after them); a consumer that stops delivering while the stream
+        # holds newer messages lost its flow control that way. Either way the tail subscribes again after the last
+        # message it took, so watchers miss nothing.
+        last_taken, delivered, generation, lost = 0, 0, 0, asyncio.Event()
 
-        async def on_message(msg: Msg) -> None:
+        async def on_message(msg: Msg, of: int) -> None:
+            nonlocal last_taken, delivered
+            if of != generation or lost.is_set():
+                return  # an earlier subscription's, or after a gap: the next subscription delivers it again
+            sequence = msg.metadata.sequence
+            if sequence.consumer != delivered + 1:
+                log.warning("WatchStatus: %s of stream %s delivered message %d after %d: messages dropped by the "
+                            "NATS client (a slow consumer); following again after stream sequence %d", subject,
+                            stream, sequence.consumer, delivered, last_taken)
+                lost.set()
+                return
+            delivered, last_taken = sequence.consumer, sequence.stream
             self._deliver(stream, topic.source_id, msg, sink)
 
-        # A fresh config per attempt: subscribe() fills it in.
-        subscription = await self._with_backoff(
-            lambda: js.subscribe(subject, stream=stream, ordered_consumer=True, cb=on_message, config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since)),
-            lambda exc: (f"WatchStatus row changes: stream {stream} does not exist yet (has ingest started source "
-                         f"{topic.source_id!r}?)" if isinstance(exc, NotFoundError) else
-                         f"WatchStatus row changes: cannot subscribe to {subject} in {stream} ({exc!r})"))
-        log.info("WatchStatus: following %s of stream %s from %s", subject, stream, since.isoformat())
-        try:
-            await asyncio.Future()  # until cancelled: the callback does the work
-        finally:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
+        def config() -> ConsumerConfig:  # a fresh one per attempt: subscribe() fills it in
+            if last_taken:
+                return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=last_taken + 1)
+            return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since)
+
+        while True:
+            generation += 1
+            callback = functools.partial(on_message, of=generation)
+            subscription = await self._with_backoff(
+                lambda: js.subscribe(subject, stream=stream, ordered_consumer=True, cb=callback, config=config(),
+                                     **self._pending),
+                lambda exc: (f"WatchStatus row changes: stream {stream} does not exist yet (has ingest started "
+                             f"source {topic.source_id!r}?)" if isinstance(exc, NotFoundError) else
+                             f"WatchStatus row changes: cannot subscribe to {subject} in {stream} ({exc!r})"))
+            log.info("WatchStatus: following %s of stream %s from %s", subject, stream,
+                     f"stream sequence {last_taken + 1}" if last_taken else since.isoformat())
+            try:
+                await self._until_lost(js, stream, subject, lost, lambda: last_taken)
+            finally:
+                with contextlib.suppress(Exception):
+                    await subscription.unsubscribe()
+            delivered = 0
+            lost.clear()
+
+    async def _until_lost(self, js: JetStreamContext, stream: str, subject: str, lost: asyncio.Event,
+                          taken: Callable[[], int]) -> None:
+        """Until the callback saw a gap, or the consumer stood still for stall_after while the stream holds a
+        newer message for it (the callback does the work meanwhile)."""
+        seen = taken()
+        while not lost.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._stall_after):  # a timer for the stall check, not a hot path
+                    await lost.wait()
+            if lost.is_set() or taken() != seen:
+                seen = taken()
+                continue
+            try:
+                newest = ((await js.get_last_msg(stream, subject)).seq if "*" not in subject and ">" not in subject
+                          else (await js.stream_info(stream)).state.last_seq)
+            except _TRANSIENT:
+                continue  # nothing to tell, or the server does not answer (then nats-py is reconnecting)
+            if newest > seen:
+                log.warning("WatchStatus: %s of stream %s took nothing for %.0fs while the stream holds up to "
+                            "sequence %d (last taken: %d); following again", subject, stream, self._stall_after,
+                            newest, seen)
+                lost.set()
 
     def _deliver(self, stream: str, source_id: str, msg: Msg, sink: ChangeSink) -> None:
         kind = (msg.headers or {}).get(naming.HEADER_KIND)
