@@ -157,7 +157,6 @@ _stamps: dict[tuple[int, int], bytes] = {}
 _ACTIONS = {a: length_delimited(b"\x22", a.encode()) for a in ("INSERT", "UPDATE", "DELETE", "TRUNCATE")}
 
 
-
 #: Rows read back from their wire form, as the JSON values they were made from.
 _ROWS = StructDecoder(whole_numbers=True)
 
