@@ -67,7 +67,8 @@ class Both:
                               {k: v.value for k, v in query.outcomes.items()}))
 
     def fanout_rows(self) -> Rows:
-        return {self.replica.state.values_of(r)["id"]: dict(self.replica.state.values_of(r)) for r in self.replica.state.rows()}
+        state = self.replica.state
+        return {state.values_of(r)["id"]: dict(state.values_of(r)) for r in state.rows()}
 
     def query_rows(self) -> Rows:
         return {r.values["id"]: dict(r.values) for r in self.table.indexed.rows()}

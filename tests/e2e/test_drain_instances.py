@@ -1,8 +1,9 @@
 """Draining one fan-out instance by id through OAM and the `laredo drain --instance` CLI, on real processes.
 
 ingest, two fan-out instances (the system's own and `fanout-b`), query and OAM run on a throwaway PostgreSQL,
-NATS and Redis. A client (the library users run) on each instance records the GoAways it is sent. Draining `fanout-b` moves only its client; the
-other instance's client keeps streaming changes. Draining the last ready instance is refused unless forced.
+NATS and Redis. A client (the library users run) on each instance records the GoAways it is sent. Draining
+`fanout-b` moves only its client; the other instance's client keeps streaming changes. Draining the last ready
+instance is refused unless forced.
 """
 
 from __future__ import annotations

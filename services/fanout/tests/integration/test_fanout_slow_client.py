@@ -84,7 +84,8 @@ async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, 
         assert f"client stuck is too slow: its send buffer of {BUFFER} entries is full" in (dropped.value.details()
                                                                                           or "")
 
-        model = as_client_rows([dict(fanout.app.targets.replicas[0].state.values_of(r)) for r in fanout.app.targets.replicas[0].state.rows()])
+        state = fanout.app.targets.replicas[0].state
+        model = as_client_rows([dict(state.values_of(r)) for r in state.rows()])
         delays = sorted(t - published[lsn] for lsn, times in received.items() for t in times)
         assert len(delays) == READERS * TRANSACTIONS
         p50, p99, worst = delays[len(delays) // 2], delays[int(len(delays) * 0.99)], delays[-1]

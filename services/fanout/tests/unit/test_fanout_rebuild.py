@@ -64,7 +64,8 @@ class Rig:
                                 what=f"rebuild {rebuild_id} ended")
 
     def rows(self) -> dict[Any, dict[str, Any]]:
-        return {self.world.replica.state.values_of(r)["id"]: dict(self.world.replica.state.values_of(r)) for r in self.world.replica.state.rows()}
+        state = self.world.replica.state
+        return {state.values_of(r)["id"]: dict(state.values_of(r)) for r in state.rows()}
 
 
 async def loaded(make_world: MakeWorld, rows: int = 5, **limits: Any) -> Rig:

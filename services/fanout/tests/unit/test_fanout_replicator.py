@@ -49,10 +49,11 @@ def test_replayed_messages_change_nothing_and_are_reported_loudly(caplog: pytest
     baseline = batches.baseline([row(1), row(2)])
     tx = batches.transaction(update(row(1, "x")), delete({"id": 2}))
     feed(world, baseline, tx)
-    before = (journal_actions(world), {r.key: dict(world.replica.state.values_of(r)) for r in world.replica.state.rows()})
+    state = world.replica.state
+    before = (journal_actions(world), {r.key: dict(state.values_of(r)) for r in state.rows()})
     assert world.replica.position_regressions == 0 and not caplog.records
     feed(world, baseline, tx)  # the stream delivers earlier positions again
-    assert (journal_actions(world), {r.key: dict(world.replica.state.values_of(r)) for r in world.replica.state.rows()}) == before
+    assert (journal_actions(world), {r.key: dict(state.values_of(r)) for r in state.rows()}) == before
     assert journal_actions(world) == [(1, "INSERT"), (2, "INSERT"), (3, "UPDATE"), (4, "DELETE")]
     assert world.replica.position_regressions == 2  # the baseline rows' message and the transaction's
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -102,7 +102,8 @@ async def test_filtered_client_sees_its_partition_and_rows_leaving_it(make_world
     world.publish(world.batches.transaction(update(row(1, "other")), insert(row(8, "keep")), insert(row(9, "x")),
                                             delete({"id": 3})))
     await eventually(lambda: world.replica.journal.current_sequence == 11, what="the four changes applied")
-    partition = as_client_rows([dict(world.replica.state.values_of(s)) for s in world.replica.state.rows() if world.replica.state.values_of(s)["name"] == "keep"])
+    values = [world.replica.state.values_of(s) for s in world.replica.state.rows()]
+    partition = as_client_rows([dict(v) for v in values if v["name"] == "keep"])
     await eventually(lambda: fresh.rows == partition, what="the filtered replica to equal the partition")
     await eventually(lambda: set(client.rows) == {2.0, 8.0}, what="the delta client's rows (it had no state)")
     entries = [m.journal_entry for m in fresh.messages if m.WhichOneof("message") == "journal_entry"]

@@ -4,8 +4,9 @@ A table topic consumes `<prefix>.<source>.table.<schema>.<table>`, a source topi
 (never dead letters). A consumer delivers the messages stored from the moment its topic was first followed
 (JetStream's by-start-time policy, compared with the server's clock: a clock of OAM's host ahead of the NATS
 server's loses that much at the start), also when the stream is created only later or the connection takes a
-while; a stream that does not exist yet is waited for. Messages are parsed only as far as WatchStatus needs (kind, table, actions,
-ordinals, LSN, xid): row values are never decoded. Nothing is acknowledged or stored on the server.
+while; a stream that does not exist yet is waited for. Messages are parsed only as far as WatchStatus needs
+(kind, table, actions, ordinals, LSN, xid): row values are never decoded. Nothing is acknowledged or stored on
+the server. Messages the NATS client drops as a slow consumer are followed again (see _consume).
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def observed_changes(source_id: str, data: bytes) -> list[ObservedChange]:
     if batch.kind != pb.BATCH_KIND_TRANSACTION:
         return []
     table = TableId(batch.table.schema, batch.table.name)
-    return [ObservedChange(source_id, table, _ACTIONS[c.action], Position(batch.commit_lsn, c.ordinal, batch.epoch), batch.xid)
-            for c in batch.changes if c.action in _ACTIONS]
+    return [ObservedChange(source_id, table, _ACTIONS[c.action], Position(batch.commit_lsn, c.ordinal, batch.epoch),
+                           batch.xid) for c in batch.changes if c.action in _ACTIONS]
 
 
 class NatsChangeTail:
