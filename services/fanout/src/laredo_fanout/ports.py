@@ -16,7 +16,7 @@ from laredo_core.stream.feed import FeedSubscription as FeedSubscription
 # Snapshot stores are shared too (contract: laredo_core.snapshots.store.SnapshotStore).
 from laredo_core.snapshots.store import SnapshotStore as SnapshotStore
 
-from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.domain.journal import EntryRows, JournalEntry
 from laredo_fanout.domain.sync_plan import SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
 
@@ -38,8 +38,13 @@ class SyncEncoder(Protocol):
     def journal_entry(self, *, sequence: int, position: str, commit_time_unix_us: int, xid: int,
                       action: Action, old: StoredRow | None, new: StoredRow | None) -> bytes: ...
 
-    def entry_content(self, encoded: bytes) -> EntryContent:
-        """What a journal_entry message says besides its sequence and position."""
+    def entry_rows(self, encoded: bytes) -> EntryRows:
+        """A journal_entry message's action and its rows' values (for subscription filters)."""
+        ...
+
+    def entry_as(self, encoded: bytes, action: Action) -> bytes:
+        """The journal_entry message as an INSERT of its new row or a DELETE of its old one (a row that entered
+        or left a client's filter); sequence, position, time and xid unchanged."""
         ...
 
     def journal_entries(self, entries: Sequence[JournalEntry]) -> bytes:

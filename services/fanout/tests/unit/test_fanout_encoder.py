@@ -75,16 +75,32 @@ def test_a_float_column_whole_value_reads_back_as_the_same_number() -> None:
 
 
 @pytest.mark.parametrize("action", list(Action))
-def test_an_entry_reads_back_its_action_time_xid_and_rows(action: Action) -> None:
+def test_an_entry_reads_back_its_action_and_rows(action: Action) -> None:
     """A journal entry keeps only its message: what a filter needs is read back from it."""
     old = stored(ROWS[4]) if action in (Action.UPDATE, Action.DELETE) else None
     new = stored(ROWS[3]) if action in (Action.INSERT, Action.UPDATE) else None
     for micros, xid in ((0, 0), (1_700_000_000_250_001, 2**40)):
         data = ENCODER.journal_entry(sequence=2**33, position="5@0/16B3748:2+1", commit_time_unix_us=micros, xid=xid,
                                      action=action, old=old, new=new)
-        content = ENCODER.entry_content(data)
-        assert (content.action, content.commit_time_unix_us, content.xid) == (action, micros, xid)
-        assert content.old == (old.encoded if old else None) and content.new == (new.encoded if new else None)
+        rows = ENCODER.entry_rows(data)
+        assert rows.action is action
+        assert rows.old == (ENCODER.decode_row(old.encoded) if old else None)
+        assert rows.new == (ENCODER.decode_row(new.encoded) if new else None)
+
+
+def test_an_update_as_an_insert_or_a_delete_keeps_everything_but_the_other_row() -> None:
+    """A row entering (leaving) a client's filter: the entry goes to it as an INSERT (DELETE) of one row."""
+    old, new = stored(ROWS[4]), stored(ROWS[3])
+    data = ENCODER.journal_entry(sequence=9, position="0/16B3748:2", commit_time_unix_us=1_700_000_000_250_000,
+                                 xid=77, action=Action.UPDATE, old=old, new=new)
+    for action, kept in ((Action.INSERT, "new_values"), (Action.DELETE, "old_values")):
+        entry = rpb.SyncResponse.FromString(ENCODER.entry_as(data, action)).journal_entry
+        original = rpb.SyncResponse.FromString(data).journal_entry
+        assert entry.action == action.value and entry.HasField(kept)
+        assert not entry.HasField("old_values" if kept == "new_values" else "new_values")
+        assert getattr(entry, kept) == getattr(original, kept)
+        assert (entry.sequence, entry.source_position, entry.timestamp, entry.xid) == (
+            original.sequence, original.source_position, original.timestamp, original.xid)
 
 
 def test_delete_and_truncate_entries_omit_absent_rows() -> None:

@@ -25,7 +25,7 @@ def feed(world: World, *messages: bytes | list[bytes], table: TableId = TABLE) -
 
 def journal_actions(world: World) -> list[tuple[int, str]]:
     read = world.replica.read_entry
-    return [(e.sequence, read(e).content.action.value) for e in world.replica.journal.entries_after(0, 10_000)]
+    return [(e.sequence, read(e).action.value) for e in world.replica.journal.entries_after(0, 10_000)]
 
 
 def wire_entry(data: bytes) -> rpb.ReplicationJournalEntry:

@@ -22,7 +22,7 @@ from laredo_kernel.changes import Action, ColumnInfo
 
 from laredo_fanout.adapters import protobuf_wire
 from laredo_fanout.adapters.protobuf_wire import varint
-from laredo_fanout.domain.journal import EntryContent, JournalEntry
+from laredo_fanout.domain.journal import EntryRows, JournalEntry
 from laredo_fanout.domain.sync_plan import SyncMode, SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
 
@@ -68,9 +68,17 @@ class ProtobufSyncEncoder:
         entry = b"".join(parts)
         return b"".join((_JOURNAL_ENTRY, varint(len(entry)), entry))
 
-    def entry_content(self, encoded: bytes) -> EntryContent:
-        action, micros, xid, old, new = protobuf_wire.decode_journal_entry(encoded)
-        return EntryContent(Action(action), micros, xid, old, new)
+    def entry_rows(self, encoded: bytes) -> EntryRows:
+        action, old, new = protobuf_wire.decode_entry_rows(encoded)
+        return EntryRows(Action(action), old, new)
+
+    def entry_as(self, encoded: bytes, action: Action) -> bytes:
+        # rare (a row entering or leaving a client's filter): the generated code rewrites the message
+        message = pb.SyncResponse.FromString(encoded)
+        entry = message.journal_entry
+        entry.action = action.value
+        entry.ClearField("new_values" if action is Action.DELETE else "old_values")
+        return message.SerializeToString()
 
     def journal_entries(self, entries: Sequence[JournalEntry]) -> bytes:
         if len(entries) == 1:

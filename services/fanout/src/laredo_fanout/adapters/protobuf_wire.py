@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from laredo_kernel.struct_wire import StructDecoder
-from laredo_kernel.sync_wire import read_length, read_varint
+from laredo_kernel.sync_wire import JOURNAL_ENTRY, journal_entry, only_field
 from laredo_kernel.sync_wire import snapshot_row as row_span
 
 _DOUBLE = struct.Struct("<d").pack
@@ -169,38 +169,12 @@ def decode_snapshot_row(encoded: bytes) -> dict[str, Any]:
     return _ROWS.decode(encoded, start, end)
 
 
-def decode_journal_entry(encoded: bytes) -> tuple[str, int, int, bytes | None, bytes | None]:
-    """Action, commit time (µs), xid and the old and new rows (as snapshot_row bytes, None when absent) of a
-    SyncResponse{journal_entry} (journal_entry_head's fields and the rows appended to them)."""
-    at, end = read_length(encoded, 1, len(encoded))
-    action, micros, xid, old, new = "", 0, 0, None, None
-    while at < end:
-        tag, at = read_varint(encoded, at)
-        if tag & 7 == 0:
-            value, at = read_varint(encoded, at)
-            if tag >> 3 == 100:
-                xid = value
-            continue
-        start, at = read_length(encoded, at, end)
-        field = tag >> 3
-        if field == 3:
-            micros = _timestamp_micros(encoded, start, at)
-        elif field == 4:
-            action = encoded[start:at].decode("ascii")
-        elif field == 5:
-            old = b"".join((b"\x0a", varint(at - start), encoded[start:at]))
-        elif field == 6:
-            new = b"".join((b"\x0a", varint(at - start), encoded[start:at]))
-    return action, micros, xid, old, new
-
-
-def _timestamp_micros(data: bytes, at: int, end: int) -> int:
-    seconds = nanos = 0
-    while at < end:
-        tag, at = read_varint(data, at)
-        value, at = read_varint(data, at)
-        if tag == 0x08:
-            seconds = value
-        else:
-            nanos = value
-    return seconds * 1_000_000 + nanos // 1000
+def decode_entry_rows(encoded: bytes) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+    """The action and the old and new rows' values (None when absent) of a SyncResponse{journal_entry}, read
+    with the kernel's decoders (the client library's)."""
+    located = only_field(encoded)
+    if located is None or located[0] != JOURNAL_ENTRY:
+        raise ValueError("not a SyncResponse holding one journal entry")
+    _, _, action, old_start, old_end, new_start, new_end = journal_entry(encoded, located[1], located[2])
+    return (action.decode(), _ROWS.decode(encoded, old_start, old_end) if old_start >= 0 else None,
+            _ROWS.decode(encoded, new_start, new_end) if new_start >= 0 else None)

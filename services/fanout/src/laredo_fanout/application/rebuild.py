@@ -149,8 +149,7 @@ class _RowsOnly:
     them)."""
 
     def __init__(self, encoder: SyncEncoder) -> None:
-        self.encode_row, self.decode_row = encoder.encode_row, encoder.decode_row
-        self.entry_content = encoder.entry_content
+        self.encode_row, self.decode_row, self.entry_rows = encoder.encode_row, encoder.decode_row, encoder.entry_rows
 
     def journal_entry(self, **fields: Any) -> bytes:
         return b""

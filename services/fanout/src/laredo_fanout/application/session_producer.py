@@ -222,8 +222,8 @@ class SessionProducer:
             except EntriesPruned:
                 return  # _watch ends the stream
             for entry in entries:
-                seen = read(entry)
-                if route(seen.content.action, seen.old, seen.new) is not EntryRoute.SKIP:
+                rows = read(entry)
+                if route(rows.action, rows.old, rows.new) is not EntryRoute.SKIP:
                     return
                 self._cursor = self._client.offered = entry.sequence
             if not entries:
@@ -231,23 +231,16 @@ class SessionProducer:
 
     def _routed(self, entry: JournalEntry) -> JournalEntry | None:
         assert self._filter is not None
-        seen = self._replica.read_entry(entry)
-        content = seen.content
-        route = self._filter.route(content.action, seen.old, seen.new)
+        rows = self._replica.read_entry(entry)
+        route = self._filter.route(rows.action, rows.old, rows.new)
         if route is EntryRoute.SEND:
             return entry
         if route is EntryRoute.SKIP:
             return None
         # the row entered or left the client's filter: an INSERT of the new row or a DELETE of the old one
         action = Action.DELETE if route is EntryRoute.AS_DELETE else Action.INSERT
-        row = content.old if action is Action.DELETE else content.new
-        assert row is not None  # the filter routes an entry as a DELETE (INSERT) only when it has an old (new) row
-        stored = StoredRow(None, row)
-        old, new = (stored, None) if action is Action.DELETE else (None, stored)
-        encoded = self._encoder.journal_entry(sequence=entry.sequence, position=entry.source_position,
-                                              commit_time_unix_us=content.commit_time_unix_us, xid=content.xid,
-                                              action=action, old=old, new=new)
-        return JournalEntry(entry.sequence, entry.position, encoded, entry.appended_at, entry.trace)
+        return JournalEntry(entry.sequence, entry.position, self._encoder.entry_as(entry.encoded, action),
+                            entry.appended_at, entry.trace)
 
     def _schema_changes_already_shown(self) -> int:
         """The index of the last schema change the handshake's columns already show: a full snapshot shows

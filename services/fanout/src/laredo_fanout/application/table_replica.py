@@ -14,24 +14,15 @@ from laredo_kernel.position import ZERO, Position
 
 from laredo_fanout.application.client_registry import ClientRegistry
 from laredo_fanout.domain.client_buffer import BufferLimits
-from laredo_fanout.domain.journal import EntryContent, Journal, JournalEntry, position_reached
+from laredo_fanout.domain.journal import EntryRows, Journal, JournalEntry, position_reached
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.table_state import TableState
 from laredo_fanout.ports import SyncEncoder
 
 log = logging.getLogger(__name__)
 _SCHEMA_CHANGES_KEPT = 64
-#: Entries whose content was read lately: the filtered clients of a table read each new entry in turn.
+#: Entries whose rows were read lately: the filtered clients of a table read each new entry in turn.
 _ENTRIES_READ = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class EntryRead:
-    """A journal entry's content and the values of its rows (None when absent), for subscription filters."""
-
-    content: EntryContent
-    old: dict[str, Any] | None
-    new: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +65,8 @@ class TableReplica:
         self.table = table
         self.limits = limits
         self.state = TableState((), encoder.encode_row, encoder.decode_row)
-        self._entry_content, self._decode_row = encoder.entry_content, encoder.decode_row
-        self._entries_read: dict[JournalEntry, EntryRead] = {}
+        self._entry_rows = encoder.entry_rows
+        self._entries_read: dict[JournalEntry, EntryRows] = {}
         self.journal = Journal(limits.journal_max_entries, limits.journal_max_age)
         self.clients = ClientRegistry(limits.max_clients)
         self.columns: tuple[ColumnInfo, ...] = ()
@@ -154,17 +145,14 @@ class TableReplica:
         if future is not None and not future.done():
             future.set_result(None)
 
-    def read_entry(self, entry: JournalEntry) -> EntryRead:
-        """What `entry` says and its rows' values, read from its message (shared: never modify them)."""
-        read = self._entries_read.get(entry)
-        if read is None:
+    def read_entry(self, entry: JournalEntry) -> EntryRows:
+        """The action of `entry` and its rows' values, read from its message (shared: never modify them)."""
+        rows = self._entries_read.get(entry)
+        if rows is None:
             if len(self._entries_read) >= _ENTRIES_READ:
                 self._entries_read.clear()
-            content, decode = self._entry_content(entry.encoded), self._decode_row
-            read = self._entries_read[entry] = EntryRead(
-                content, decode(content.old) if content.old is not None else None,
-                decode(content.new) if content.new is not None else None)
-        return read
+            rows = self._entries_read[entry] = self._entry_rows(entry.encoded)
+        return rows
 
     def next_repair_position(self) -> Position:
         """The position of a change this instance makes without a stream change of its own (RestoreSnapshot,

@@ -15,6 +15,7 @@ import bisect
 import secrets
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from laredo_kernel.changes import Action
 from laredo_kernel.position import END_OF_LSN, Position
@@ -26,9 +27,9 @@ _COMPACT_AFTER = 4096
 
 class JournalEntry:
     """One effective change. `encoded` is its wire form as one message, built once for every client; what else
-    it says (action, commit time, xid, the rows before and after) is read back from it when needed
-    (EntryContent, ports.SyncEncoder.entry_content): an entry keeps no more than its message, its position and
-    its sequence. Never modified.
+    it says (its action, the rows before and after) is read back from it when needed (EntryRows,
+    ports.SyncEncoder.entry_rows): an entry keeps no more than its message, its position and its sequence.
+    Never modified.
 
     `trace` is an opaque reference to the trace of the batch that produced it (see ports.Observer).
     """
@@ -50,15 +51,13 @@ class JournalEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class EntryContent:
-    """What a journal entry's message says besides its sequence and position; `old` and `new` are the rows'
-    wire forms (as StoredRow.encoded), None when absent."""
+class EntryRows:
+    """A journal entry's action and the values of its rows before and after (None when absent), read back from
+    its message for subscription filters; shared by every reader: never modify them."""
 
     action: Action
-    commit_time_unix_us: int
-    xid: int
-    old: bytes | None
-    new: bytes | None
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
 
 
 class Journal:
