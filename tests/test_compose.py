@@ -231,3 +231,37 @@ def test_snapshot_service_config_uses_the_compose_spark_master_and_health_port(
     assert "mc mb --ignore-existing laredo/laredo-snapshots" in " ".join(services["minio-init"]["command"])
     probe = " ".join(services["snapshot"]["healthcheck"]["test"])
     assert f"http://127.0.0.1:{config.health_port}/health/ready" in probe
+
+
+def test_prometheus_scrapes_every_laredo_service_on_its_health_port(compose: dict[str, Any],
+                                                                     services: dict[str, dict[str, Any]]) -> None:
+    from laredo_snapshot.config import read_snapshot_config
+
+    settings = load_settings(ROOT / COMPOSE_CONFIG, env={})
+    ports = {name: getattr(settings, name).health_port for name in LAREDO_SERVICES}
+    ports["snapshot"] = read_snapshot_config(settings).health_port
+    (mount,) = services["prometheus"]["configs"]
+    prometheus = yaml.safe_load((ROOT / compose["configs"][mount["source"]]["file"]).read_text())
+    scraped: dict[str, str] = {}
+    for job in prometheus["scrape_configs"]:
+        for static in job.get("static_configs", []):
+            scraped.update(target.split(":") for target in static["targets"])
+        for dns in job.get("dns_sd_configs", []):
+            scraped.update((name, str(dns["port"])) for name in dns["names"])
+        assert job.get("metrics_path", "/metrics") == "/metrics", job["job_name"]
+    assert scraped == {name: str(port) for name, port in ports.items()}
+    assert prometheus["scrape_configs"][1]["dns_sd_configs"], "fan-out replicas (--scale) are found by DNS"
+
+
+def test_grafana_shows_the_laredo_dashboard_on_the_compose_prometheus(services: dict[str, dict[str, Any]]) -> None:
+    grafana = services["grafana"]
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_healthy"
+    mounts = {target: ROOT / source for source, target, _ in (v.split(":") for v in grafana["volumes"])}
+    (datasource,) = yaml.safe_load(mounts["/etc/grafana/provisioning/datasources/laredo.yml"].read_text())[
+        "datasources"]
+    assert datasource["type"] == "prometheus" and datasource["url"] == "http://prometheus:9090"
+    provider = yaml.safe_load(mounts["/etc/grafana/provisioning/dashboards/laredo.yml"].read_text())["providers"][0]
+    dashboards = mounts[provider["options"]["path"]]
+    dashboard = json.loads((dashboards / "laredo.json").read_text())
+    targets = [t for panel in dashboard["panels"] for t in panel["targets"]]
+    assert targets and all(t["datasource"]["uid"] == datasource["uid"] for t in targets)

@@ -62,17 +62,18 @@ async def start_grpc_server(host: str, port: int, registrations: Iterable[Servic
                             options: Sequence[tuple[str, Any]] = (),
                             front_door: FrontDoorSettings | None = None, name: str = "service",
                             interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-                            upstreams: Sequence[Upstream] = ()) -> GrpcServer:
+                            upstreams: Sequence[Upstream] = (), console: bool = False) -> GrpcServer:
     """Start serving; port 0 picks a free port. Health starts SERVING for every registered name.
 
     `front_door` (when enabled) puts Envoy on host:port and grpcio behind it; `upstreams` are further
-    destinations that door routes to (OAM's Query routing). Without it, grpcio serves host:port itself.
+    destinations that door routes to (OAM's Query routing); `console`: the door also routes GET /console/... to
+    an HTTP server on `front_door.console_socket` (OAM's web console). Without it, grpcio serves host:port itself.
     """
     auth = front_door.auth if front_door is not None else None
     # before anything is started: reading the token secrets may fail (ConfigError)
     checks = build_auth_interceptor(auth, client_cert_header_set=front_door is not None and front_door.enabled
                                     and bool(front_door.tls.client_ca))
-    door = EnvoyFrontDoor(front_door, host, port, name=name, upstreams=upstreams) \
+    door = EnvoyFrontDoor(front_door, host, port, name=name, upstreams=upstreams, console=console) \
         if front_door is not None and front_door.enabled else None
     server_options = list(options)
     if front_door is not None:

@@ -1,4 +1,5 @@
-"""HTTP health endpoints for every service: GET /health/live and GET /health/ready (200 or 503, JSON).
+"""HTTP health endpoints for every service: GET /health/live and GET /health/ready (200 or 503, JSON), and
+GET /metrics (Prometheus text format; see laredo_core.metrics).
 
 With the shared `tls { cert, key, client_ca, require_client_cert }` section the listener speaks HTTPS only
 (a cleartext request gets 426 and what to do)."""
@@ -12,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from laredo_core.frontdoor.settings import TlsSettings
+from laredo_core.metrics import MetricsEndpoint
 from laredo_core.redaction import scrub_tree
 from laredo_core.tls import server_ssl_context
 from laredo_core.tls_listener import TlsOnlyListener
@@ -23,10 +25,13 @@ ReadinessProbe = Callable[[], tuple[bool, dict[str, Any]]]
 
 
 class HealthServer:
-    """Serves liveness and readiness; port 0 picks a free port (see .port after start)."""
+    """Serves liveness, readiness and (given `metrics`) Prometheus's GET /metrics; port 0 picks a free port (see
+    .port after start)."""
 
     def __init__(self, host: str, port: int, *, ready: ReadinessProbe,
-                 live: Callable[[], bool] = lambda: True, tls: TlsSettings | None = None) -> None:
+                 live: Callable[[], bool] = lambda: True, tls: TlsSettings | None = None,
+                 metrics: MetricsEndpoint | None = None) -> None:
+        self.metrics = metrics
         self._host, self._requested_port = host, port
         self._ready, self._live = ready, live
         self._tls = tls if tls is not None and tls.enabled else None
@@ -34,12 +39,26 @@ class HealthServer:
         self._tls_listener: TlsOnlyListener | None = None  # with TLS: HTTPS, and 426 to cleartext requests
         self.port = 0
 
-    async def start(self) -> None:
+    async def start(self) -> HealthServer:
+        """Listen (an error leaves nothing behind); returns this server, its port known."""
         app = web.Application()
         app.router.add_get("/health/live", self._live_handler)
         app.router.add_get("/health/ready", self._ready_handler)
+        if self.metrics is not None:
+            app.router.add_get("/metrics", self._metrics_handler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
+        try:
+            await self._listen()
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("health endpoints on %s://%s:%d/health/{live,ready}%s%s", self.scheme, self._host, self.port,
+                 " and /metrics" if self.metrics is not None else "", _client_certs(self._tls))
+        return self
+
+    async def _listen(self) -> None:
+        assert self._runner is not None
         if self._tls is not None:
             self._tls_listener = TlsOnlyListener(self._runner.server, server_ssl_context(self._tls))
             await self._tls_listener.start(self._host, self._requested_port)
@@ -49,8 +68,6 @@ class HealthServer:
             await site.start()
             server = site._server  # aiohttp exposes the bound socket only here
             self.port = server.sockets[0].getsockname()[1] if server and server.sockets else self._requested_port
-        log.info("health endpoints on %s://%s:%d/health/{live,ready}%s", self.scheme, self._host, self.port,
-                 _client_certs(self._tls))
 
     @property
     def scheme(self) -> str:
@@ -67,6 +84,10 @@ class HealthServer:
     async def _live_handler(self, _: web.Request) -> web.Response:
         alive = self._live()
         return web.json_response({"status": "ok" if alive else "failing"}, status=200 if alive else 503)
+
+    async def _metrics_handler(self, _: web.Request) -> web.Response:
+        assert self.metrics is not None
+        return web.Response(body=await self.metrics.scrape(), headers={"Content-Type": self.metrics.content_type})
 
     async def _ready_handler(self, _: web.Request) -> web.Response:
         ready, details = self._ready()

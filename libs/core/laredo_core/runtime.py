@@ -1,15 +1,68 @@
-"""What every service's run() shares: listening with a clear error, serving until stopped (or until the task
-that must run forever ends), and cancelling background work."""
+"""What every service's run() shares: one ServiceRun that stops what it started in reverse order, listening
+with a clear error, serving until stopped (or until the task that must run forever ends), cancelling background
+work."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
-from typing import TypeVar
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from types import TracebackType
+from typing import Any, TypeVar
 
 from laredo_kernel.errors import LaredoError
 
 T = TypeVar("T")
+
+
+class ServiceRun:
+    """One run of a service: what it starts is stopped in reverse order (last started, first stopped), however
+    the run ends (stopped, its essential task failed, start-up failed, cancelled).
+
+    So every service's shutdown order follows from its start-up order: health first (liveness answers while the
+    rest starts) and stopped last; the change feed before the gRPC server, so it is cancelled after the server
+    stops; what must happen first when stopping (drain clients, end subscriptions) registered right after the
+    server starts. `on_stopping` runs before anything is stopped (readiness turns false). A step that fails does
+    not keep the others from running; its error is raised once all have run.
+    """
+
+    def __init__(self, service: str, on_stopping: Callable[[], None] = lambda: None) -> None:
+        self._service = service
+        self._on_stopping = on_stopping
+        self._stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> ServiceRun:
+        await self._stack.__aenter__()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> bool:
+        self._on_stopping()
+        return await self._stack.__aexit__(kind, error, trace)
+
+    async def listen(self, keys: str, starting: Awaitable[T], stop: Callable[[T], Awaitable[Any]]) -> T:
+        """A server started (a port in use names `keys`, the settings to change); `stop(server)` when ending."""
+        server = await listen(self._service, keys, starting)
+        self._stack.push_async_callback(stop, server)
+        return server
+
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A background task, cancelled (and awaited) when the run ends."""
+        task = asyncio.create_task(work, name=name)
+        self._stack.push_async_callback(cancel, [task])
+        return task
+
+    def on_stop(self, step: Callable[..., Any], *args: Any) -> None:
+        """`step(*args)` (a function or a coroutine function) runs when the run ends, before what started
+        earlier is stopped."""
+        self._stack.push_async_callback(_call, step, *args)
+
+
+async def _call(step: Callable[..., Any], *args: Any) -> None:
+    result = step(*args)
+    if inspect.isawaitable(result):
+        await result
 
 
 async def listen(service: str, keys: str, starting: Awaitable[T]) -> T:

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from laredo_core.config import TelemetrySettings
+from laredo_core.metrics import MetricsEndpoint
 
 log = logging.getLogger(__name__)
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -56,10 +57,11 @@ def _otlp_exporter(settings: TelemetrySettings) -> SpanExporter:
 METRICS_EXPORT_SECONDS = 15.0
 
 
-def build_meter_provider(settings: TelemetrySettings, service_name: str, *,
-                         reader: MetricReader | None = None) -> MeterProvider:
-    """Metrics exported like traces (telemetry.exporter: otlp, console, none); `reader` overrides (tests)."""
-    readers: list[MetricReader] = []
+def build_meter_provider(settings: TelemetrySettings, service_name: str, *, reader: MetricReader | None = None,
+                         metrics: MetricsEndpoint | None = None) -> MeterProvider:
+    """Metrics exported like traces (telemetry.exporter: otlp, console, none); `reader` overrides (tests).
+    `metrics`: the service's /metrics endpoint, which reads the same instruments whatever the exporter."""
+    readers: list[MetricReader] = [metrics.reader] if metrics is not None else []
     if reader is not None:
         readers.append(reader)
     elif settings.exporter == "otlp":

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from laredo_core.runtime import cancel, listen, until_stopped_or_failed
+from laredo_core.runtime import ServiceRun, cancel, listen, until_stopped_or_failed
 from laredo_kernel.errors import LaredoError
 
 
@@ -40,3 +40,43 @@ async def test_an_essential_task_that_fails_or_ends_ends_serving_with_its_error(
         await until_stopped_or_failed(asyncio.Event(), asyncio.create_task(fails()))
     with pytest.raises(RuntimeError, match="the change feed stopped without an error"):
         await until_stopped_or_failed(asyncio.Event(), asyncio.create_task(asyncio.sleep(0)))
+
+
+async def test_a_run_stops_what_it_started_in_reverse_order_even_when_a_step_fails() -> None:
+    done: list[str] = []
+
+    async def started(name: str) -> str:
+        return name
+
+    async def stop_server(name: str) -> None:
+        done.append(f"stop {name}")
+
+    def fails() -> None:
+        done.append("fails")
+        raise RuntimeError("cannot close")
+
+    with pytest.raises(RuntimeError, match="cannot close"):
+        async with ServiceRun("test", on_stopping=lambda: done.append("unready")) as run:
+            await run.listen("test.port", started("health"), stop_server)
+            run.on_stop(fails)
+            background = run.spawn(asyncio.sleep(60), "background")
+            await run.listen("test.port", started("grpc"), stop_server)
+            run.on_stop(done.append, "drain")
+    assert done == ["unready", "drain", "stop grpc", "fails", "stop health"]
+    assert background.cancelled()
+
+
+async def test_a_run_whose_start_fails_stops_only_what_had_started() -> None:
+    done: list[str] = []
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        with pytest.raises(LaredoError, match="test.grpc.port"):
+            async with ServiceRun("test") as run:
+                run.on_stop(done.append, "health stopped")
+                await run.listen("test.grpc.port", asyncio.start_server(
+                    lambda r, w: None, "127.0.0.1", taken.getsockname()[1]), lambda server: done.append("never"))
+    finally:
+        taken.close()
+    assert done == ["health stopped"]

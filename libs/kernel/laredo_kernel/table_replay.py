@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from laredo_kernel.changes import BatchKind, ChangeBatchInfo, ColumnInfo, RowChange
+from laredo_kernel.changes import Action, BatchKind, ChangeBatchInfo, ColumnInfo, RowChange
 from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
 
 
@@ -46,6 +46,36 @@ class Replayed:
     skipped: int = 0  # changes at or before the applied position: replays
     applied_before: Position | None = None
     baseline_ended: bool = False
+
+
+class AppliedCounts:
+    """The changes of transactions a table took since it was set up, by action (baseline rows not counted),
+    and the source commit time of the newest transaction it took a change of; a replay (skipped) or a refused
+    change is not counted. Status reports show them."""
+
+    __slots__ = ("inserts", "updates", "deletes", "truncates", "last_commit_unix_us")
+
+    def __init__(self) -> None:
+        self.inserts = self.updates = self.deletes = self.truncates = 0
+        self.last_commit_unix_us = 0  # 0 = no change taken yet
+
+    @property
+    def total(self) -> int:
+        return self.inserts + self.updates + self.deletes + self.truncates
+
+    def add(self, action: Action) -> None:
+        if action is Action.INSERT:
+            self.inserts += 1
+        elif action is Action.UPDATE:
+            self.updates += 1
+        elif action is Action.DELETE:
+            self.deletes += 1
+        else:
+            self.truncates += 1
+
+    def report(self) -> dict[str, int]:
+        return {"inserts": self.inserts, "updates": self.updates, "deletes": self.deletes,
+                "truncates": self.truncates, "last_change_unix_ms": self.last_commit_unix_us // 1000}
 
 
 def accepts(cursor: Cursor, position: Position) -> bool:
@@ -79,15 +109,17 @@ OnApplied = Callable[[RowChange], None]
 
 def replay(table: RowTable, cursor: Cursor, batch: ChangeBatchInfo, on_effect: OnEffect, *,
            refused: tuple[type[Exception], ...] = (), on_refused: OnRefused | None = None,
-           on_applied: OnApplied | None = None) -> Replayed:
+           on_applied: OnApplied | None = None, counts: AppliedCounts | None = None) -> Replayed:
     """Apply one message of the table (its columns already adopted); the cursor follows every position.
 
     A change raising one of `refused` goes to `on_refused` instead (a dead letter); its position still counts
-    as applied. Effects that are None (nothing changed) are not reported.
+    as applied. Effects that are None (nothing changed) are not reported. `counts` counts the changes of
+    transactions the rows took.
     """
     kind, outcome = batch.kind, Replayed(applied_before=cursor.applied_position)
     if kind is BatchKind.TRANSACTION or kind is BatchKind.BASELINE_ROWS:
         baseline = kind is BatchKind.BASELINE_ROWS
+        counted = counts.total if counts is not None else 0
         for index, change in enumerate(batch.changes):
             applied = cursor.applied_position  # accepts(), written out: this runs for every change
             if applied is not None and not change.position > applied:
@@ -103,9 +135,13 @@ def replay(table: RowTable, cursor: Cursor, batch: ChangeBatchInfo, on_effect: O
             else:
                 if on_applied is not None:
                     on_applied(change)
+                if counts is not None and not baseline:
+                    counts.add(change.action)
             cursor.applied_position = change.position
             if effect is not None:
                 on_effect(effect, change.position)
+        if counts is not None and counts.total != counted:
+            counts.last_commit_unix_us = max(counts.last_commit_unix_us, batch.commit_time_unix_us)
     elif kind is BatchKind.BASELINE_BEGIN:
         begin = batch.position(BASELINE_ORDINAL_BASE - 1)
         if accepts(cursor, begin):

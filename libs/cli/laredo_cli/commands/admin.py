@@ -33,11 +33,14 @@ def register(commands: Registrar) -> None:
                                      ("resume", "Resume", "ResumeSync", run_resume)):
         parser = commands.add(
             name, help=f"{name} reading from sources",
-            description=f"{verb} reading changes from one source (--source) or from every source. "
+            description=f"{verb} reading changes from one source (SOURCE or --source) or from every source. "
                         "A paused source keeps its replication slot and position, and services keep "
                         f"serving what they have. Prints the resulting state. OAM RPC {rpc}.",
-            examples=[f"laredo {name}", f"laredo {name} --source pg"])
-        parser.add_argument("--source", default="", metavar="ID", help="only this source (default: all)")
+            examples=[f"laredo {name}", f"laredo {name} pg", f"laredo {name} --source pg"])
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument("source_id", nargs="?", default="", metavar="SOURCE",
+                           help="only this source (default: all)")
+        which.add_argument("--source", default="", metavar="ID", help="the same, as an option")
         parser.set_defaults(handler=handler)
     _add_reset(commands)
     _add_drain(commands)
@@ -93,13 +96,18 @@ def run_reload(ctx: Context) -> ExitCode | None:
 
 
 def run_pause(ctx: Context) -> ExitCode | None:
-    answer = ctx.oam.call("PauseSync", oam_pb2.PauseSyncRequest(source_id=ctx.args.source))
+    answer = ctx.oam.call("PauseSync", oam_pb2.PauseSyncRequest(source_id=_source(ctx)))
     return _state(ctx, answer)
 
 
 def run_resume(ctx: Context) -> ExitCode | None:
-    answer = ctx.oam.call("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=ctx.args.source))
+    answer = ctx.oam.call("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=_source(ctx)))
     return _state(ctx, answer)
+
+
+def _source(ctx: Context) -> str:
+    """The source named as the argument or with --source (argparse refuses both at once); "" = every source."""
+    return str(ctx.args.source_id or ctx.args.source)
 
 
 def _state(ctx: Context, answer: Any) -> None:
@@ -116,7 +124,8 @@ def run_reset(ctx: Context) -> ExitCode | None:
                  "a new baseline.")
     answer = ctx.oam.call("ResetSource", oam_pb2.ResetSourceRequest(
         source_id=args.source, confirm=True, drop_publication=args.drop_publication))
-    details = [f"{name}: {format_value(value)}" for name, value in struct_to_dict(answer.details).items()]
+    details = [f"{name}: {format_value(value)}" for name, value in struct_to_dict(answer.details).items()
+               if value not in ({}, [], None, "")]
     report(ctx, answer, answer.accepted, f"reset of source {args.source}", [answer.message, *details])
     return None
 

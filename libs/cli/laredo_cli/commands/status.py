@@ -38,9 +38,10 @@ def register(commands: Registrar) -> None:
     status = commands.add(
         "status", help="service, source and pipeline status",
         description="The overall state (STARTING, BASELINING, STREAMING, PAUSED, RELOADING, ERROR), every "
-                    "source with its positions and lag, and every pipeline (one per table and target) with "
-                    "its state and row count. --table narrows to one table (with its indexes), --pipeline "
-                    "shows one pipeline in full. OAM RPCs GetStatus, GetTableStatus, GetPipelineStatus.",
+                    "source with its positions and lag (- while not known yet), and every pipeline (one per "
+                    "table and target) with its state, row count and why its last baseline was taken. --table "
+                    "narrows to one table (with its indexes), --pipeline shows one pipeline in full. OAM RPCs "
+                    "GetStatus, GetTableStatus, GetPipelineStatus.",
         examples=["laredo status", "laredo status --table public.users",
                   "laredo status --pipeline pg:public.users:replication-fanout --json"])
     which = status.add_mutually_exclusive_group()
@@ -50,8 +51,9 @@ def register(commands: Registrar) -> None:
 
     ready = commands.add(
         "ready", help="is everything (or a source/table/pipeline) ready?",
-        description="Readiness: ready when every pipeline in scope is STREAMING or PAUSED. Exit code 0 when "
-                    "ready, 1 when not (the reasons are printed). OAM RPC CheckReady.",
+        description="Readiness: ready when every pipeline in scope is STREAMING (a PAUSED one is not: its "
+                    "target serves what it has, but changes made since the pause are not applied). Exit code "
+                    "0 when ready, 1 when not (the reasons are printed). OAM RPC CheckReady.",
         examples=["laredo ready && echo serving", "laredo ready --table public.users",
                   "until laredo ready --source pg; do sleep 2; done"])
     scope = ready.add_mutually_exclusive_group()
@@ -139,9 +141,10 @@ def show_sources(ctx: Context, sources: Any) -> None:
 
 def show_pipelines(ctx: Context, pipelines: Any) -> None:
     ctx.output.table(
-        ["PIPELINE", "STATE", "ROWS", "LAST CHANGE", "ERROR"],
+        ["PIPELINE", "STATE", "ROWS", "LAST CHANGE", "LAST BASELINE", "ERROR"],
         [[p.pipeline_id, pipeline_state(p.state), str(p.row_count),
-          when(p.last_change_at, p.HasField("last_change_at")), text_or_dash(p.error_message)] for p in pipelines],
+          when(p.last_change_at, p.HasField("last_change_at")), text_or_dash(p.last_baseline_reason),
+          text_or_dash(p.error_message)] for p in pipelines],
         right=[2], empty="(no pipeline)")
 
 
@@ -152,9 +155,19 @@ def show_pipeline(ctx: Context, p: oam_pb2.PipelineStatus, present: bool) -> Non
         ("target", p.target_type), ("state", pipeline_state(p.state)), ("rows", str(p.row_count)),
         ("applied", f"{p.inserts_applied} inserts, {p.updates_applied} updates, {p.deletes_applied} deletes, "
                     f"{p.truncates_applied} truncates"),
-        ("last change", when(p.last_change_at, p.HasField("last_change_at"))), ("buffer", buffer),
-        ("dead letters", str(p.dead_letter_count)), ("error", text_or_dash(p.error_message)),
+        ("last change", when(p.last_change_at, p.HasField("last_change_at"))), ("last baseline", last_baseline(p)),
+        ("buffer", buffer), ("dead letters", str(p.dead_letter_count)), ("error", text_or_dash(p.error_message)),
     ] if present else [("pipeline", "-")])
+
+
+def last_baseline(p: oam_pb2.PipelineStatus) -> str:
+    """`<reason>: <detail> (baseline <id>, started <time>)`, or - when the source's ingest reports none."""
+    if not p.last_baseline_reason:
+        return "-"
+    detail = f": {p.last_baseline_detail}" if p.last_baseline_detail else ""
+    which = [f"baseline {p.last_baseline_id}"] if p.last_baseline_id else []
+    which += [f"started {timestamp_text(p.last_baseline_at)}"] if p.HasField("last_baseline_at") else []
+    return f"{p.last_baseline_reason}{detail}" + (f" ({', '.join(which)})" if which else "")
 
 
 def show_indexes(ctx: Context, indexes: Any) -> None:

@@ -302,21 +302,25 @@ async def test_status_views(oam: FakeOamServer) -> None:
     source = status.sources.add(source_id="pg", source_type="postgresql", current_position="0/20",
                                 acked_position="0/10", lag_bytes=16)
     source.lag_time.FromMilliseconds(250)
-    status.pipelines.add(pipeline_id=USERS, state=oam_pb2.PIPELINE_STATE_PAUSED, row_count=12345)
+    users = status.pipelines.add(pipeline_id=USERS, state=oam_pb2.PIPELINE_STATE_PAUSED, row_count=12345,
+                                 last_baseline_reason="slot dropped", last_baseline_id="16B3748-1",
+                                 last_baseline_detail="replication slot laredo_pg was dropped")
+    users.last_baseline_at.CopyFrom(stamp(T0))
+    status.started_at.CopyFrom(stamp(T0 - 60))
     oam.servicer.responses["GetStatus"] = status
     shown = await laredo(oam, "status")
     assert shown.code == 0, shown
     assert shown.out.splitlines() == [
         "state:        PAUSED",
-        "started:      -",
+        "started:      2025-12-31T23:59:00Z",
         "last change:  2026-01-01T00:00:00Z",
         "snapshots:    2 kept in s3; last snap-2",
         "",
         "SOURCE  TYPE        POSITION  ACKED  LAG BYTES  LAG TIME",
         "pg      postgresql  0/20      0/10          16     0.25s",
         "",
-        "PIPELINE                        STATE    ROWS  LAST CHANGE  ERROR",
-        f"{USERS}  PAUSED  12345  -            -",
+        "PIPELINE                        STATE    ROWS  LAST CHANGE  LAST BASELINE  ERROR",
+        f"{USERS}  PAUSED  12345  -            slot dropped   -",
     ]
     document = (await laredo(oam, "status", "--json")).json()
     assert document["state"] == "SERVICE_STATE_PAUSED" and document["pipelines"][0]["row_count"] == 12345
@@ -325,7 +329,9 @@ async def test_status_views(oam: FakeOamServer) -> None:
         name="by_email", fields=["email"], unique=True, entry_count=12345)])
     oam.servicer.responses["GetPipelineStatus"] = pipeline
     one = await laredo(oam, "status", "--pipeline", USERS)
-    assert "state:         PAUSED" in one.out and "by_email  email   yes       12345" in one.out, one
+    assert "state:          PAUSED" in one.out and "by_email  email   yes       12345" in one.out, one
+    assert ("last baseline:  slot dropped: replication slot laredo_pg was dropped (baseline 16B3748-1, started "
+            "2026-01-01T00:00:00Z)") in one.out, one
     assert oam.servicer.requests_of("GetPipelineStatus")[0].pipeline_id == USERS
     await laredo(oam, "status", "--table", "sales.orders")
     request = oam.servicer.requests_of("GetTableStatus")[0]
@@ -354,6 +360,11 @@ async def test_administration_answers(oam: FakeOamServer) -> None:
     paused = await laredo(oam, "pause", "--source", "pg")
     assert (paused.code, paused.out) == (0, "state: PAUSED\n")
     assert oam.servicer.requests_of("PauseSync")[0].source_id == "pg"
+    assert (await laredo(oam, "pause", "main")).code == 0  # the source as an argument, like reload's table
+    assert (await laredo(oam, "resume", "main")).code == 0
+    assert oam.servicer.requests_of("PauseSync")[1].source_id == "main"
+    assert oam.servicer.requests_of("ResumeSync")[0].source_id == "main"
+    assert (await laredo(oam, "pause", "main", "--source", "pg")).code == 2  # usage error: one or the other
     oam.servicer.responses["DrainReplication"] = oam_pb2.DrainReplicationResponse(
         accepted=True, message="fanout:f1: succeeded", drained_targets=1, drained_instances=["f1"])
     drained = await laredo(oam, "drain", "users", "--instance", "f1", "--deadline", "1.5s", "--json")
@@ -367,3 +378,12 @@ async def test_administration_answers(oam: FakeOamServer) -> None:
                            "  fan-out instances drained: f1\n"), drained
     request = oam.servicer.requests_of("DrainReplication")[1]
     assert (request.table, request.instance_id, request.force) == ("", "f1", True)
+
+
+async def test_reset_prints_only_the_details_instances_gave(oam: FakeOamServer) -> None:
+    answer = oam_pb2.ResetSourceResponse(accepted=True, message="ingest:pg: succeeded (slot reset)")
+    answer.details.update({"host": {}, "other": {"slot": "laredo_pg"}})
+    oam.servicer.responses["ResetSource"] = answer
+    result = await laredo(oam, "reset", "pg", "--yes")
+    assert (result.code, result.out) == (0, "reset of source pg: accepted\n  ingest:pg: succeeded (slot reset)\n"
+                                            '  other: {"slot":"laredo_pg"}\n'), result

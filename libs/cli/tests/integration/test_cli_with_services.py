@@ -139,7 +139,8 @@ async def test_status_tables_schema_and_readiness(services: Stack) -> None:
     sources = next(n for n, line in enumerate(lines) if line.startswith("SOURCE"))
     assert lines[sources].split() == ["SOURCE", "TYPE", "POSITION", "ACKED", "LAG", "BYTES", "LAG", "TIME"]
     assert lines[sources + 1].split() == ["pg", "postgresql", "0/16B3800", "0/16B3748", "184", "0.25s"]
-    assert lines[sources + 3].split() == ["PIPELINE", "STATE", "ROWS", "LAST", "CHANGE", "ERROR"]
+    assert lines[sources + 3].split() == ["PIPELINE", "STATE", "ROWS", "LAST", "CHANGE", "LAST", "BASELINE",
+                                          "ERROR"]
     assert lines[sources + 4].split()[:3] == [PIPELINE, "STREAMING", str(ROWS)]
     document = ok(await services.laredo("status", "--json")).json()
     assert document["state"] == "SERVICE_STATE_STREAMING"
@@ -150,7 +151,7 @@ async def test_status_tables_schema_and_readiness(services: Stack) -> None:
 
     tables = ok(await services.laredo("tables"))
     assert tables.out.splitlines() == ["TABLE         SOURCE  SOURCE TYPE  TARGET          PRIMARY KEY",
-                                       "public.items  pg      postgresql   indexed-memory  -"]
+                                       "public.items  pg      postgresql   indexed-memory  id"]
     [config] = ok(await services.laredo("tables", "--json")).json()["tables"]
     assert (config["schema"], config["table"], config["target_type"]) == ("public", "items", "indexed-memory")
 
@@ -167,6 +168,7 @@ async def test_status_tables_schema_and_readiness(services: Stack) -> None:
     assert ok(await services.laredo("ready", "--table", "items")).out == "ready\n"
     unknown = await services.laredo("status", "--table", "public.nope")
     assert unknown.code == 4 and "NOT_FOUND" in unknown.err and "public.nope" in unknown.err, unknown
+    assert "configured tables: public.items" in unknown.err, unknown
 
 
 async def test_administration_and_its_exit_codes(services: Stack) -> None:
@@ -174,15 +176,17 @@ async def test_administration_and_its_exit_codes(services: Stack) -> None:
         reload = ok(await services.laredo("reload", "items"))
         assert reload.out.startswith("reload of public.items: accepted\n  ingest:pg: succeeded")
         assert ok(await services.laredo("pause", "--source", "pg")).out == "state: PAUSED\n"
+        assert ok(await services.laredo("pause", "pg")).out == "state: PAUSED\n"
         assert ok(await services.laredo("resume", "--json")).json() == {"state": "SERVICE_STATE_STREAMING"}
         unconfirmed = await services.laredo("reset", "pg")
         assert unconfirmed.code == 5 and "--yes" in unconfirmed.err, unconfirmed
         reset = ok(await services.laredo("reset", "pg", "--yes", "--json")).json()
         assert reset["accepted"] is True and reset["details"]["ingest-1"] == {"kind": "reset"}
-    assert [command.kind for command in seen] == [CommandKind.RELOAD, CommandKind.PAUSE, CommandKind.RESUME,
-                                                  CommandKind.RESET]
-    unknown_table = await services.laredo("reload", "nope")
-    assert unknown_table.code == 4 and "public.nope is not configured" in unknown_table.err, unknown_table
+    assert [command.kind for command in seen] == [CommandKind.RELOAD, CommandKind.PAUSE, CommandKind.PAUSE,
+                                                  CommandKind.RESUME, CommandKind.RESET]
+    unknown_table = await services.laredo("reload", "nosuch.table")
+    assert unknown_table.code == 4, unknown_table
+    assert "nosuch.table is not configured; configured tables: public.items" in unknown_table.err, unknown_table
     unknown_source = await services.laredo("pause", "--source", "nope")
     assert unknown_source.code == 4, unknown_source
 

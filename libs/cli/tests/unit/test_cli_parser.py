@@ -95,6 +95,8 @@ def test_commands_and_their_arguments() -> None:
     drain = parse("drain", "public.users", "--instance", "fanout-a", "--force")
     assert (drain.table, drain.instance, drain.force) == (TableName("public", "users"), "fanout-a", True)
     assert parse("replay", "start", "snap", "--speed", "10x").speed == "10x"
+    for command in ("pause", "resume"):  # the source as an argument or an option, like reload's table
+        assert (parse(command, "main").source_id, parse(command, "--source", "main").source) == ("main", "main")
 
 
 @pytest.mark.parametrize("argv", [
@@ -102,6 +104,7 @@ def test_commands_and_their_arguments() -> None:
     ["list", "t", "--page-size", "-1"], ["snapshots"], ["snapshots", "prune"], ["replay", "start", "s", "--speed",
                                                                                  "fast"],
     ["status", "--table", "t", "--pipeline", "p"], ["snapshots", "create", "--meta", "novalue"],
+    ["pause", "a", "--source", "b"], ["resume", "a", "b"],
 ])
 def test_usage_errors_exit_with_2(argv: list[str]) -> None:
     result = _run_capturing(argv, {}, False)

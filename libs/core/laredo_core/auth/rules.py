@@ -94,6 +94,7 @@ OAM_RULES: Mapping[str, MethodRule] = {
     "WatchStatus": MethodRule(READ, watched),
     "CheckReady": MethodRule(READ, readiness),
     "GetSourceInfo": MethodRule(READ),
+    "ListInstances": MethodRule(READ),
     "ListTables": MethodRule(READ),
     "GetTableSchema": MethodRule(READ, schema_and_table),
     "ListSnapshots": MethodRule(READ, table_field),

@@ -249,6 +249,20 @@ class Reader:
             raise ConfigError(self.problems)
 
 
+def json_values(value: Any) -> Any:
+    """Configuration values as JSON values, for showing them: durations as seconds, sections as objects.
+
+    pyhocon parses an unquoted `5s` into a relativedelta, whose str() is a Python repr, not a value to show.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): json_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_values(v) for v in value]
+    if isinstance(value, dt.timedelta) or type(value).__name__ == "relativedelta":
+        return parse_duration(value)
+    return value
+
+
 def parse_duration(value: Any) -> float | None:
     if isinstance(value, bool):
         return None

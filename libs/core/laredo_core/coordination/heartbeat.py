@@ -47,6 +47,8 @@ class InstanceHeartbeat:
     `poke()` reports a state change at once (see its docstring). Every stored record gets a stamp
     (`heartbeat_unix_ms`, wall-clock milliseconds) that increases strictly per instance, and writes are
     serialized, so the store never holds an older status after a newer one and watchers can order records.
+    Every record also carries `started_unix_ms`: when this heartbeat was set up, i.e. when the instance started
+    (OAM's GetStatus `started_at`).
     """
 
     def __init__(self, store: CoordinationStore, service: str, instance_id: str, status_fn: StatusFn,
@@ -61,6 +63,7 @@ class InstanceHeartbeat:
         self._store = store
         self._status_fn = status_fn
         self._clock = clock
+        self.started_unix_ms = int(clock() * 1000)
         self._store_outage = OutageLog(logger, f"heartbeat of {service} instance {instance_id}")
         self._status_failing = False
         self._beat_failing = False
@@ -161,7 +164,8 @@ class InstanceHeartbeat:
 
     async def _store_status(self, status: Mapping[str, Any], *, announce: bool) -> bool:
         # What an instance reports (last errors included) may quote a connection string: it leaves scrubbed.
-        instance = InstanceStatus(self.service, self.instance_id, scrub_tree(status), self._next_stamp())
+        instance = InstanceStatus(self.service, self.instance_id, scrub_tree(status), self._next_stamp(),
+                                  self.started_unix_ms)
         try:
             # A store call never takes longer than the ttl: by then this heartbeat is worthless anyway.
             async with asyncio.timeout(self.ttl):

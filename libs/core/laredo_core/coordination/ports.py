@@ -52,6 +52,7 @@ class InstanceStatus:
     instance_id: str
     status: Mapping[str, Any] = field(default_factory=dict)
     heartbeat_unix_ms: int = 0
+    started_unix_ms: int = 0  # when the instance started (its heartbeat was set up); 0 = not reported
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,13 +42,14 @@ def instance_to_json(instance: InstanceStatus) -> str:
     return to_json(f"status of {instance.service} instance {instance.instance_id}", {
         "service": instance.service, "instance_id": instance.instance_id,
         "status": dict(instance.status), "heartbeat_unix_ms": instance.heartbeat_unix_ms,
+        "started_unix_ms": instance.started_unix_ms,
     })
 
 
 def instance_from_json(text: str) -> InstanceStatus:
     data = json.loads(text)
     return InstanceStatus(data["service"], data["instance_id"], data.get("status") or {},
-                          int(data.get("heartbeat_unix_ms", 0)))
+                          int(data.get("heartbeat_unix_ms", 0)), int(data.get("started_unix_ms", 0)))
 
 
 def command_to_json(command: Command) -> str:

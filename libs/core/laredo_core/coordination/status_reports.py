@@ -5,7 +5,7 @@ after storing it when an instance's state changes (InstanceHeartbeat.poke), so a
 transition in order without waiting for the next periodic heartbeat. Payload:
 
     {"service": "ingest", "instance_id": "...", "status": {...the heartbeat's status...},
-     "heartbeat_unix_ms": 1700000000123}
+     "heartbeat_unix_ms": 1700000000123, "started_unix_ms": 1700000000000}
 
 `heartbeat_unix_ms` increases strictly per instance process across heartbeats and events, so a watcher
 applies a record only when it is newer than the one it holds, whichever path (event or registry read)
@@ -27,7 +27,8 @@ def instance_status_event(instance: InstanceStatus) -> Event:
     """The event announcing `instance` as just stored."""
     return Event(INSTANCE_STATUS, {"service": instance.service, "instance_id": instance.instance_id,
                                    "status": dict(instance.status),
-                                   "heartbeat_unix_ms": instance.heartbeat_unix_ms})
+                                   "heartbeat_unix_ms": instance.heartbeat_unix_ms,
+                                   "started_unix_ms": instance.started_unix_ms})
 
 
 def instance_from_event(event: Event) -> InstanceStatus | None:
@@ -36,11 +37,11 @@ def instance_from_event(event: Event) -> InstanceStatus | None:
         return None
     payload = event.payload
     service, instance_id, status = payload.get("service"), payload.get("instance_id"), payload.get("status")
-    stamp = payload.get("heartbeat_unix_ms")
+    stamp, started = payload.get("heartbeat_unix_ms"), payload.get("started_unix_ms", 0)
     if not (isinstance(service, str) and service and isinstance(instance_id, str) and instance_id
             and isinstance(status, Mapping) and isinstance(stamp, int)):
         return None
-    return InstanceStatus(service, instance_id, status, stamp)
+    return InstanceStatus(service, instance_id, status, stamp, started if isinstance(started, int) else 0)
 
 
 def column_report(columns: Iterable[ColumnInfo]) -> list[dict[str, Any]]:

@@ -202,12 +202,17 @@ def _connection_log() -> list[dict[str, Any]]:
 
 
 def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstream], *,
-                        client_certs: bool) -> dict[str, Any]:
-    routes: list[dict[str, Any]] = []
+                        client_certs: bool, console: bool = False) -> dict[str, Any]:
+    # The console's page and files (GET only, before the refusals: a browser's GET carries no content type).
+    routes: list[dict[str, Any]] = [{
+        "name": "console", "match": {"prefix": "/console", "headers": [
+            {"name": ":method", "string_match": {"exact": "GET"}}]},
+        "route": {"cluster": "console", "timeout": "10s"},
+        "typed_per_filter_config": _NATIVE_GRPC_SKIPS}] if console else []
+    routes.extend(_refusals())
     for upstream in upstreams:
         for prefix in upstream.prefixes:
             routes.extend(_routes(upstream.name, prefix, settings.max_response_bytes, local=False))
-    routes = [*_refusals(), *routes]
     routes.extend(_routes("backend", "/", settings.max_response_bytes))
     virtual_host: dict[str, Any] = {"name": "service", "domains": ["*"], "routes": routes}
     if settings.cors_origins:
@@ -283,10 +288,12 @@ def _plain_refusal() -> dict[str, Any]:
 
 
 def bootstrap(settings: FrontDoorSettings, *, host: str, port: int, backend_socket: str, admin_socket: str,
-              upstreams: Sequence[Upstream] = ()) -> dict[str, Any]:
-    """The whole Envoy configuration for one service port."""
+              upstreams: Sequence[Upstream] = (), console_socket: str = "") -> dict[str, Any]:
+    """The whole Envoy configuration for one service port; with `console_socket`, GET /console/... goes to the
+    HTTP server there (OAM's web console: its page and the browser's Connect calls share one origin)."""
     manager = {"name": "envoy.filters.network.http_connection_manager",
-               "typed_config": _connection_manager(settings, upstreams, client_certs=bool(settings.tls.client_ca))}
+               "typed_config": _connection_manager(settings, upstreams, client_certs=bool(settings.tls.client_ca),
+                                                   console=bool(console_socket))}
     listener: dict[str, Any] = {
         "name": "front_door",
         "address": {"socket_address": {"address": host, "port_value": port}},
@@ -305,6 +312,10 @@ def bootstrap(settings: FrontDoorSettings, *, host: str, port: int, backend_sock
     clusters = [_cluster("backend", {"load_assignment": {"cluster_name": "backend", "endpoints": [
         {"lb_endpoints": [{"endpoint": {"address": {"pipe": {"path": backend_socket}}}}]}]}, "type": "STATIC"},
         settings)]
+    if console_socket:  # HTTP/1.1 to a local aiohttp server
+        clusters.append({"name": "console", "connect_timeout": "2s", "type": "STATIC",
+                         "load_assignment": {"cluster_name": "console", "endpoints": [{"lb_endpoints": [
+                             {"endpoint": {"address": {"pipe": {"path": console_socket}}}}]}]}})
     for upstream in upstreams:
         discovery: dict[str, Any] = {"type": "EDS", "eds_cluster_config": {"eds_config": {
             "path_config_source": {"path": upstream.eds_path,

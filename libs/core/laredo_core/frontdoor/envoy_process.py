@@ -81,7 +81,7 @@ class EnvoyFrontDoor:
     """One Envoy in front of one grpcio server. `backend_socket` is where grpcio must listen (unix:...)."""
 
     def __init__(self, settings: FrontDoorSettings, host: str, port: int, *, name: str,
-                 upstreams: Sequence[Upstream] = ()) -> None:
+                 upstreams: Sequence[Upstream] = (), console: bool = False) -> None:
         self._settings, self._host, self._requested_port = settings, host, port
         self._name = name
         self._upstreams = tuple(upstreams)
@@ -89,6 +89,8 @@ class EnvoyFrontDoor:
         os.chmod(self.directory, 0o700)
         self.backend_socket = os.path.join(self.directory, "grpc.sock")
         self._admin_socket = os.path.join(self.directory, "admin.sock")
+        #: With `console`, paths under /console/ go to the HTTP server the service runs on this socket.
+        self.console_socket = os.path.join(self.directory, "console.sock") if console else ""
         self._config_path = os.path.join(self.directory, "envoy.json")
         self._process: asyncio.subprocess.Process | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -114,7 +116,8 @@ class EnvoyFrontDoor:
 
     async def _launch(self, port: int) -> None:
         config = bootstrap(self._settings, host=self._host, port=port, backend_socket=self.backend_socket,
-                           admin_socket=self._admin_socket, upstreams=self._upstreams)
+                           admin_socket=self._admin_socket, upstreams=self._upstreams,
+                           console_socket=self.console_socket)
         Path(self._config_path).write_text(json.dumps(config, indent=1))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._admin_socket)

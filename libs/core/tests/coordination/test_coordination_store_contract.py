@@ -120,14 +120,15 @@ async def consuming(store: Store, subscription: CommandSubscription, name: str,
 
 async def test_heartbeat_lists_instances_until_their_ttl_lapses(backend: StoreBackend) -> None:
     store = backend.make()
-    await store.heartbeat(InstanceStatus("ingest", "i1", {"state": "STREAMING", "lag": [1, 2]}), ttl=1.0)
+    await store.heartbeat(InstanceStatus("ingest", "i1", {"state": "STREAMING", "lag": [1, 2]},
+                                         started_unix_ms=1_700_000_000_000), ttl=1.0)
     await store.heartbeat(InstanceStatus("fanout", "f1", {"clients": 3}), ttl=60.0)
 
     listed = await store.instances()
     assert [(i.service, i.instance_id) for i in listed] == [("fanout", "f1"), ("ingest", "i1")]
     ingest = await store.instances("ingest")
     assert len(ingest) == 1 and ingest[0].status == {"state": "STREAMING", "lag": [1, 2]}
-    assert ingest[0].heartbeat_unix_ms > 0
+    assert ingest[0].heartbeat_unix_ms > 0 and ingest[0].started_unix_ms == 1_700_000_000_000
 
     async def ingest_expired() -> bool:
         return await store.instances("ingest") == []

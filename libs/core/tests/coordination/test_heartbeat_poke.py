@@ -206,8 +206,23 @@ async def test_stamps_increase_strictly_even_within_one_millisecond() -> None:
     assert stamps == [1_000_000, 1_000_001, 1_000_002]
 
 
+async def test_every_record_carries_when_the_instance_started() -> None:
+    store, now = InMemoryCoordinationStore(), [1000.0]
+    heartbeat = InstanceHeartbeat(store, "ingest", "i1", lambda: {}, interval=1.0, ttl=3.0, clock=lambda: now[0])
+    events = store.events()
+    await events.join()
+    try:
+        now[0] = 1060.0
+        assert await heartbeat.beat(announce=True)
+        [stored] = await store.instances()
+        assert (stored.started_unix_ms, stored.heartbeat_unix_ms) == (1_000_000, 1_060_000)
+        assert (await _next_status(events)).started_unix_ms == 1_000_000
+    finally:
+        await events.aclose()
+
+
 def test_instance_status_events_round_trip_and_reject_other_payloads() -> None:
-    instance = InstanceStatus("fanout", "f1", {"ready": True, "tables": {}}, 1_700_000_000_123)
+    instance = InstanceStatus("fanout", "f1", {"ready": True, "tables": {}}, 1_700_000_000_123, 1_700_000_000_000)
     event = instance_status_event(instance)
     assert event.kind == INSTANCE_STATUS
     assert instance_from_event(event) == instance

@@ -89,7 +89,7 @@ class SourceStatus(_message.Message):
     def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., supports_resume: _Optional[bool] = ..., ordering_guarantee: _Optional[str] = ..., current_position: _Optional[str] = ..., acked_position: _Optional[str] = ..., lag_bytes: _Optional[int] = ..., lag_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., source_details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class PipelineStatus(_message.Message):
-    __slots__ = ("pipeline_id", "source_id", "schema", "table", "target_type", "state", "row_count", "inserts_applied", "updates_applied", "deletes_applied", "truncates_applied", "last_change_at", "error_message", "buffer_depth", "buffer_capacity", "dead_letter_count")
+    __slots__ = ("pipeline_id", "source_id", "schema", "table", "target_type", "state", "row_count", "inserts_applied", "updates_applied", "deletes_applied", "truncates_applied", "last_change_at", "error_message", "buffer_depth", "buffer_capacity", "dead_letter_count", "last_baseline_reason", "last_baseline_detail", "last_baseline_at", "last_baseline_id")
     PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,10 @@ class PipelineStatus(_message.Message):
     BUFFER_DEPTH_FIELD_NUMBER: _ClassVar[int]
     BUFFER_CAPACITY_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_BASELINE_REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_BASELINE_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    LAST_BASELINE_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_BASELINE_ID_FIELD_NUMBER: _ClassVar[int]
     pipeline_id: str
     source_id: str
     schema: str
@@ -122,7 +126,11 @@ class PipelineStatus(_message.Message):
     buffer_depth: int
     buffer_capacity: int
     dead_letter_count: int
-    def __init__(self, pipeline_id: _Optional[str] = ..., source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., target_type: _Optional[str] = ..., state: _Optional[_Union[PipelineState, str]] = ..., row_count: _Optional[int] = ..., inserts_applied: _Optional[int] = ..., updates_applied: _Optional[int] = ..., deletes_applied: _Optional[int] = ..., truncates_applied: _Optional[int] = ..., last_change_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_message: _Optional[str] = ..., buffer_depth: _Optional[int] = ..., buffer_capacity: _Optional[int] = ..., dead_letter_count: _Optional[int] = ...) -> None: ...
+    last_baseline_reason: str
+    last_baseline_detail: str
+    last_baseline_at: _timestamp_pb2.Timestamp
+    last_baseline_id: str
+    def __init__(self, pipeline_id: _Optional[str] = ..., source_id: _Optional[str] = ..., schema: _Optional[str] = ..., table: _Optional[str] = ..., target_type: _Optional[str] = ..., state: _Optional[_Union[PipelineState, str]] = ..., row_count: _Optional[int] = ..., inserts_applied: _Optional[int] = ..., updates_applied: _Optional[int] = ..., deletes_applied: _Optional[int] = ..., truncates_applied: _Optional[int] = ..., last_change_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error_message: _Optional[str] = ..., buffer_depth: _Optional[int] = ..., buffer_capacity: _Optional[int] = ..., dead_letter_count: _Optional[int] = ..., last_baseline_reason: _Optional[str] = ..., last_baseline_detail: _Optional[str] = ..., last_baseline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_baseline_id: _Optional[str] = ...) -> None: ...
 
 class GetTableStatusRequest(_message.Message):
     __slots__ = ("schema", "table")
@@ -705,3 +713,33 @@ class StopReplayResponse(_message.Message):
     STOPPED_FIELD_NUMBER: _ClassVar[int]
     stopped: bool
     def __init__(self, stopped: _Optional[bool] = ...) -> None: ...
+
+class ListInstancesRequest(_message.Message):
+    __slots__ = ("service",)
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    def __init__(self, service: _Optional[str] = ...) -> None: ...
+
+class InstanceInfo(_message.Message):
+    __slots__ = ("service", "instance_id", "ready", "draining", "heartbeat_at", "started_at", "status")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    instance_id: str
+    ready: bool
+    draining: bool
+    heartbeat_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    status: _struct_pb2.Struct
+    def __init__(self, service: _Optional[str] = ..., instance_id: _Optional[str] = ..., ready: _Optional[bool] = ..., draining: _Optional[bool] = ..., heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ListInstancesResponse(_message.Message):
+    __slots__ = ("instances",)
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    instances: _containers.RepeatedCompositeFieldContainer[InstanceInfo]
+    def __init__(self, instances: _Optional[_Iterable[_Union[InstanceInfo, _Mapping]]] = ...) -> None: ...

@@ -165,6 +165,11 @@ class TableSyncOAMStub:
                 request_serializer=laredo_dot_v1_dot_oam__pb2.StopReplayRequest.SerializeToString,
                 response_deserializer=laredo_dot_v1_dot_oam__pb2.StopReplayResponse.FromString,
                 _registered_method=True)
+        self.ListInstances = channel.unary_unary(
+                '/laredo.v1.TableSyncOAM/ListInstances',
+                request_serializer=laredo_dot_v1_dot_oam__pb2.ListInstancesRequest.SerializeToString,
+                response_deserializer=laredo_dot_v1_dot_oam__pb2.ListInstancesResponse.FromString,
+                _registered_method=True)
 
 
 class TableSyncOAMServicer:
@@ -327,6 +332,14 @@ class TableSyncOAMServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListInstances(self, request, context):
+        """Extension: every instance the coordination store knows, with its last status report (the web console's
+        view of fan-out instances and their clients).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TableSyncOAMServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -459,6 +472,11 @@ def add_TableSyncOAMServicer_to_server(servicer, server):
                     servicer.StopReplay,
                     request_deserializer=laredo_dot_v1_dot_oam__pb2.StopReplayRequest.FromString,
                     response_serializer=laredo_dot_v1_dot_oam__pb2.StopReplayResponse.SerializeToString,
+            ),
+            'ListInstances': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInstances,
+                    request_deserializer=laredo_dot_v1_dot_oam__pb2.ListInstancesRequest.FromString,
+                    response_serializer=laredo_dot_v1_dot_oam__pb2.ListInstancesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1174,6 +1192,33 @@ class TableSyncOAM:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ListInstances(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/laredo.v1.TableSyncOAM/ListInstances',
+            laredo_dot_v1_dot_oam__pb2.ListInstancesRequest.SerializeToString,
+            laredo_dot_v1_dot_oam__pb2.ListInstancesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class LaredoOAMServiceStub:
     """The same service under the upstream name, so existing Laredo clients work.
@@ -1314,6 +1359,11 @@ class LaredoOAMServiceStub:
                 '/laredo.v1.LaredoOAMService/StopReplay',
                 request_serializer=laredo_dot_v1_dot_oam__pb2.StopReplayRequest.SerializeToString,
                 response_deserializer=laredo_dot_v1_dot_oam__pb2.StopReplayResponse.FromString,
+                _registered_method=True)
+        self.ListInstances = channel.unary_unary(
+                '/laredo.v1.LaredoOAMService/ListInstances',
+                request_serializer=laredo_dot_v1_dot_oam__pb2.ListInstancesRequest.SerializeToString,
+                response_deserializer=laredo_dot_v1_dot_oam__pb2.ListInstancesResponse.FromString,
                 _registered_method=True)
 
 
@@ -1477,6 +1527,14 @@ class LaredoOAMServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListInstances(self, request, context):
+        """Extension: every instance the coordination store knows, with its last status report (the web console's
+        view of fan-out instances and their clients).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LaredoOAMServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1609,6 +1667,11 @@ def add_LaredoOAMServiceServicer_to_server(servicer, server):
                     servicer.StopReplay,
                     request_deserializer=laredo_dot_v1_dot_oam__pb2.StopReplayRequest.FromString,
                     response_serializer=laredo_dot_v1_dot_oam__pb2.StopReplayResponse.SerializeToString,
+            ),
+            'ListInstances': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInstances,
+                    request_deserializer=laredo_dot_v1_dot_oam__pb2.ListInstancesRequest.FromString,
+                    response_serializer=laredo_dot_v1_dot_oam__pb2.ListInstancesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2314,6 +2377,33 @@ class LaredoOAMService:
             '/laredo.v1.LaredoOAMService/StopReplay',
             laredo_dot_v1_dot_oam__pb2.StopReplayRequest.SerializeToString,
             laredo_dot_v1_dot_oam__pb2.StopReplayResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInstances(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/laredo.v1.LaredoOAMService/ListInstances',
+            laredo_dot_v1_dot_oam__pb2.ListInstancesRequest.SerializeToString,
+            laredo_dot_v1_dot_oam__pb2.ListInstancesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,7 +23,7 @@ from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.deadletters.store import DeadLetterStore
 from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
 from laredo_core.health import HealthServer
-from laredo_core.runtime import cancel, listen, until_stopped_or_failed
+from laredo_core.runtime import ServiceRun, until_stopped_or_failed
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.rebuild.gate import GatedSink
@@ -34,9 +34,11 @@ from laredo_core.stream.memory_tail import MemoryStreamTail
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.nats_feed import NatsChangeFeed
 from laredo_core.stream.nats_tail import NatsStreamTail
-from laredo_core.telemetry import build_tracer_provider
+from laredo_core.metrics import MetricsEndpoint, observe
+from laredo_core.telemetry import build_meter_provider, build_tracer_provider
 
 from laredo_fanout.adapters.memory import SilentObserver
+from laredo_fanout.adapters.metrics import fanout_figures
 from laredo_fanout.adapters.otel_observer import OtelObserver
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
 from laredo_fanout.adapters.system_clock import SystemClock
@@ -75,6 +77,7 @@ class FanoutApp:
     sink: GatedSink | None = None  # in front of the replicator: holds a table's messages while a rebuild installs
     dead_letters: DeadLetterWiring | None = None  # stores what cannot be applied, in the background
     front_door: FrontDoorSettings | None = None  # None: grpcio serves the port itself
+    metrics: MetricsEndpoint | None = None  # GET /metrics on the health port
     grpc_port: int = 0
     health_port: int = 0
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -94,44 +97,40 @@ class FanoutApp:
         self.targets.drain(schema, table, reason, self.clock.now() + seconds if seconds else 0.0)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Shutdown order: unready + GoAway (drain_grace), stop gRPC, background loops, feed, health."""
-        health = HealthServer(self.config.health_host, self.config.health_port, ready=self.readiness,
-                              tls=self.front_door.tls if self.front_door else None)
-        grpc_server: GrpcServer | None = None
-        background: list[asyncio.Task[None]] = []
-        feed: asyncio.Task[None] | None = None
+        """Shutdown order (start-up's reverse): unready + GoAway (drain_grace), stop gRPC, dead letters flushed,
+        background loops, final snapshots, feed, health."""
         self._collector_was_on = gc.isenabled()
         gc.disable()  # until the state is loaded (see _freeze_loaded_state)
-        try:
-            await listen("fan-out", "fanout.health_host/fanout.health_port", health.start())
+        async with ServiceRun("fan-out", self._unready) as run:
+            if self.tracer_provider is not None:
+                run.on_stop(self.tracer_provider.force_flush)
+            run.on_stop(self._collector_back)
+            health = await run.listen("fanout.health_host/fanout.health_port", HealthServer(
+                self.config.health_host, self.config.health_port, ready=self.readiness,
+                tls=self.front_door.tls if self.front_door else None, metrics=self.metrics).start(), HealthServer.stop)
             self.health_port = health.port
             subscriptions = await self._restore()
-            feed = asyncio.create_task(self.feed.run(subscriptions, self.sink or self.replicator), name="fanout-feed")
-            grpc_server = await listen("fan-out", "fanout.grpc.host/fanout.grpc.port", start_grpc_server(
+            feed = run.spawn(self.feed.run(subscriptions, self.sink or self.replicator), "fanout-feed")
+            run.on_stop(self._final_snapshots)
+            self._background(run)
+            if self.dead_letters is not None:
+                run.on_stop(self.dead_letters.flush)  # before the final snapshots move past their messages
+            grpc_server = await run.listen("fanout.grpc.host/fanout.grpc.port", start_grpc_server(
                 self.config.grpc_host, self.config.grpc_port, (),
                 generic_handlers=generic_handlers(ReplicationServicer(self.targets)),
-                extra_service_names=SERVICE_NAMES,
-                front_door=self.front_door, name="fanout",
-            ))
+                extra_service_names=SERVICE_NAMES, front_door=self.front_door, name="fanout",
+            ), partial(GrpcServer.stop, grace=STOP_GRACE))
             self.grpc_port = grpc_server.port
-            background = self._background()
+            run.on_stop(self._drain_on_stop)
             self.started.set()
             await until_stopped_or_failed(stop, feed)
-        finally:
-            self._stopping = True
-            await self._drain_on_stop()
-            if grpc_server is not None:
-                await grpc_server.stop(STOP_GRACE)
-            if self.dead_letters is not None:
-                await self.dead_letters.flush()  # before the final snapshots move past their messages
-            await cancel(background)
-            await self._final_snapshots()
-            await cancel([feed])
-            await health.stop()
-            if self._collector_was_on:
-                gc.enable()
-            if self.tracer_provider is not None:
-                self.tracer_provider.force_flush()
+
+    def _unready(self) -> None:
+        self._stopping = True
+
+    def _collector_back(self) -> None:
+        if self._collector_was_on:
+            gc.enable()
 
     async def _restore(self) -> list[FeedSubscription]:
         """Each target with a snapshot store starts from its newest snapshot and consumes the stream after it."""
@@ -145,15 +144,15 @@ class FanoutApp:
                                                   manifest.stream_sequence if manifest is not None else 0))
         return subscriptions
 
-    def _background(self) -> list[asyncio.Task[None]]:
-        tasks = [asyncio.create_task(s.run(), name=f"snapshots:{s.table}") for s in self.targets.snapshots.values()]
-        tasks.append(asyncio.create_task(self._prune_journals_by_age(), name="journal-age"))
-        tasks.append(asyncio.create_task(self._freeze_loaded_state(), name="gc-freeze"))
+    def _background(self, run: ServiceRun) -> None:
+        for snapshots in self.targets.snapshots.values():
+            run.spawn(snapshots.run(), f"snapshots:{snapshots.table}")
+        run.spawn(self._prune_journals_by_age(), "journal-age")
+        run.spawn(self._freeze_loaded_state(), "gc-freeze")
         if self.coordinator is not None:
-            tasks.append(asyncio.create_task(self.coordinator.run(), name="coordination"))
+            run.spawn(self.coordinator.run(), "coordination")
         if self.dead_letters is not None:
-            tasks.append(asyncio.create_task(self.dead_letters.run(), name="dead-letters"))
-        return tasks
+            run.spawn(self.dead_letters.run(), "dead-letters")
 
     async def _freeze_loaded_state(self) -> None:
         """Once every table is loaded, keep its millions of objects out of the cyclic collector's passes.
@@ -244,10 +243,14 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
     targets.feed_stalls = getattr(feed, "stalled", None)  # a FeedHealth feed reports tables that stand still
     replay = FanoutDeadLetterReplay({r.table: r for r in replicas}, encoder, clock, partial(
         decode_batch, json_values=True)) if dead_letters.enabled else None
-    coordinator = FanoutCoordinator(coordination, instance_id, targets, clock, heartbeat_interval=config.status_interval,
-                                    rebuilds=rebuilds, dead_letter_replay=replay) if coordination is not None else None
+    coordinator = FanoutCoordinator(coordination, instance_id, targets, clock,
+                                    heartbeat_interval=config.status_interval, rebuilds=rebuilds,
+                                    dead_letter_replay=replay) if coordination is not None else None
+    metrics = MetricsEndpoint()
+    observe(build_meter_provider(settings.telemetry, SERVICE_NAME, metrics=metrics).get_meter("laredo_fanout"),
+            fanout_figures(targets))
     return FanoutApp(config, targets, replicator, feed, clock, tracer_provider, coordinator, sink=sink,
-                     dead_letters=dead_letters, front_door=settings.front_door)
+                     dead_letters=dead_letters, front_door=settings.front_door, metrics=metrics)
 
 
 def _rebuilds(config: FanoutConfig, instance_id: str, targets: FanoutTargets, encoder: ProtobufSyncEncoder,

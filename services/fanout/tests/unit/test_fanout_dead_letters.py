@@ -65,6 +65,8 @@ async def test_a_change_without_its_key_becomes_a_dead_letter_and_the_next_one_i
     assert "lacks the value of key column 'id'" in letter.error and letter.action == "INSERT"
     assert w.replica.dead_letters == 1 and w.targets.readiness()[1]["tables"]["public.items"]["dead_letters"] == 1
     assert rows(w) == {1: row(1), 2: row(2)}
+    applied = w.targets.readiness()[1]["tables"]["public.items"]["applied"]  # the dead letter is not counted
+    assert (applied["inserts"], applied["updates"], applied["deletes"], applied["truncates"]) == (1, 0, 0, 0)
 
 
 async def test_undecodable_bytes_and_a_message_of_another_table_are_kept_whole(

@@ -21,7 +21,8 @@ from laredo_core.config import LaredoSettings
 from laredo_core.deadletters.config import read_dead_letter_settings
 from laredo_core.deadletters.nats_store import dead_letter_stream_config, stream_spec_from_settings
 from laredo_core.health import HealthServer
-from laredo_core.runtime import listen
+from laredo_core.metrics import MetricsEndpoint
+from laredo_core.runtime import ServiceRun
 from laredo_core.shutdown import close_quietly
 from laredo_core.telemetry import build_meter_provider, build_tracer_provider
 
@@ -84,20 +85,18 @@ class IngestApp:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Health first (live at once, ready once streaming), then the service; shutdown in reverse."""
-        await listen("ingest", "ingest.health_host/ingest.health_port", self._health.start())
-        try:
+        async with ServiceRun("ingest") as run:
+            run.on_stop(self._meter_provider.force_flush)
+            run.on_stop(self._tracer_provider.force_flush)
+            await run.listen("ingest.health_host/ingest.health_port", self._health.start(), HealthServer.stop)
+            if self._coordination_store is not None and hasattr(self._coordination_store, "aclose"):
+                run.on_stop(close_quietly, "the coordination store", self._coordination_store.aclose)
+            run.on_stop(close_quietly, "the NATS connection", self._nats.close)
+            run.on_stop(close_quietly, "the change publisher", self._publisher.close)
             if self._coordinator is not None:
                 await self._coordinator.run(stop, self._service.run)
             else:
                 await self._service.run(stop)
-        finally:
-            await close_quietly("the change publisher", self._publisher.close)
-            await close_quietly("the NATS connection", self._nats.close)
-            if self._coordination_store is not None and hasattr(self._coordination_store, "aclose"):
-                await close_quietly("the coordination store", self._coordination_store.aclose)
-            await self._health.stop()
-            self._tracer_provider.force_flush()
-            self._meter_provider.force_flush()
 
 
 def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_provider: TracerProvider | None = None,
@@ -111,7 +110,8 @@ def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_prov
     coordination = dataclasses.replace(coordination_settings(settings),
                                        hold_lease_through_outage=source.slot_mode == "stateful")
     provider = tracer_provider or build_tracer_provider(settings.telemetry, "laredo-ingest", exporter=span_exporter)
-    meter_provider = build_meter_provider(settings.telemetry, "laredo-ingest", reader=metric_reader)
+    metrics = MetricsEndpoint()
+    meter_provider = build_meter_provider(settings.telemetry, "laredo-ingest", reader=metric_reader, metrics=metrics)
     nats = NatsConnection(settings.stream.nats_urls, name=f"laredo-ingest-{options.source_id}")
     publisher = NatsChangePublisher(nats, max_pending=settings.stream.max_pending_acks, ack_timeout=ack_timeout,
                                     **_keyless_dead_letters(settings, options.source_id))
@@ -126,9 +126,11 @@ def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_prov
     )
     status = IngestStatus(is_leader=not coordination.leader_election)
     ports.observer.gauges(status.gauges)
+    ports.observer.gauges(lambda: {"publish_acks_total": float(publisher.acks),
+                                   "publish_ack_seconds_total": publisher.ack_seconds})
     service = IngestService(options, ports, status)
     health = build_health_server(settings.ingest.health_host, settings.ingest.health_port, status,
-                                 tls=settings.front_door.tls)
+                                 tls=settings.front_door.tls, metrics=metrics)
     coordinator, store = None, None
     if coordination.enabled:
         store = coordination_store or RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)

@@ -28,6 +28,7 @@ from laredo_ingest.adapters.memory import InMemoryChangePublisher, InMemoryState
 from laredo_ingest.adapters.nats_change_publisher import NatsChangePublisher
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_state_store import NatsKvStateStore, state_key
+from laredo_ingest.domain.baseline_reason import BaselineCause, TableBaseline
 from laredo_ingest.domain.batches import ChangeRecord, OutboundBatch
 from laredo_ingest.domain.errors import IngestError
 from laredo_ingest.domain.schema import ReplicaIdentity, TableSchema
@@ -229,7 +230,9 @@ async def test_state_store_round_trips_per_source(state_store: Any) -> None:
     await state_store.put("main", state)
     await state_store.put("other source/2", dataclasses.replace(state, slot_name="slot_b"))
     assert await state_store.get("main") == state
-    done = dataclasses.replace(state, baseline_complete=True, baseline_id="16B3748-1")
+    dropped = TableBaseline("public.a", BaselineCause.SLOT_DROPPED, "replication slot slot_a was dropped",
+                            "16B3748-1", 1_700_000_000_000)
+    done = dataclasses.replace(state, baseline_complete=True, baseline_id="16B3748-1", baselines=(dropped,))
     await state_store.put("main", done)
     assert await state_store.get("main") == done
     assert (await state_store.get("other source/2")).slot_name == "slot_b"

@@ -8,6 +8,7 @@ import pytest
 
 from laredo_kernel.changes import TableId
 
+from laredo_ingest.domain.baseline_reason import BaselineCause
 from laredo_ingest.domain.errors import MissingReplicationPrivilege, PublicationError, TableNotFound, WalLevelNotLogical
 from laredo_ingest.domain.prerequisites import (
     PublicationChange,
@@ -65,6 +66,28 @@ def test_baseline_otherwise(overrides: dict, drop: bool, reason: str) -> None:
     assert result.kind is StartKind.BASELINE
     assert result.drop_existing_slot is drop
     assert reason in result.reason
+
+
+@pytest.mark.parametrize(("overrides", "cause"), [
+    ({"slot": None, "state": None}, BaselineCause.INITIAL),
+    ({"state": None}, BaselineCause.INITIAL),
+    ({"slot": None}, BaselineCause.SLOT_DROPPED),
+    ({"slot": dataclasses.replace(SLOT, wal_status="lost")}, BaselineCause.SLOT_INVALIDATED),
+    ({"slot": dataclasses.replace(SLOT, plugin="test_decoding")}, BaselineCause.SLOT_UNUSABLE),
+    ({"state": dataclasses.replace(STATE, baseline_complete=False)}, BaselineCause.PREVIOUS_INCOMPLETE),
+    ({"slot": None, "state": dataclasses.replace(STATE, baseline_complete=False)},
+     BaselineCause.PREVIOUS_INCOMPLETE),
+    ({"state": dataclasses.replace(STATE, slot_name="other")}, BaselineCause.SLOT_CHANGED),
+    ({"system_identifier": "sys2"}, BaselineCause.SERVER_CHANGED),
+    ({"tables": [T1]}, BaselineCause.TABLES_CHANGED),
+    ({"always_baseline": True}, BaselineCause.ALWAYS_BASELINE),
+    ({"mode": SlotMode.EPHEMERAL}, BaselineCause.EPHEMERAL_SLOT),
+])
+def test_every_baseline_names_its_cause(overrides: dict, cause: BaselineCause) -> None:
+    result = plan(**overrides)
+    assert (result.kind, result.cause, result.baseline_reason.cause) == (StartKind.BASELINE, cause, cause)
+    assert result.baseline_reason.detail
+    assert plan().cause is None
 
 
 FACTS = ServerFacts("127.0.0.1:5432/db", "app", "logical", False, True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from laredo_kernel.changes import TableId
-from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, service_reader
+from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, json_values, service_reader
 from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
@@ -101,7 +101,8 @@ def catalog_from(settings: LaredoSettings) -> Catalog:
                          {"slot_mode": s.slot_mode, "slot_name": s.slot_name,
                           "publication_name": s.publication_name})
         for s in settings.sources.values())
-    tables = tuple(ConfiguredTable(t.source_id, t.table, tuple(ConfiguredTarget(g.type, dict(g.options))
+    # Targets' options are shown (ListTables): as JSON values, durations in seconds.
+    tables = tuple(ConfiguredTable(t.source_id, t.table, tuple(ConfiguredTarget(g.type, json_values(g.options))
                                                                for g in t.targets))
                    for t in settings.tables)
     return Catalog(sources, tables)

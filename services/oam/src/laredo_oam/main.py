@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import sys
+from functools import partial
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,11 +21,14 @@ from laredo_core.grpc_server import GrpcServer, ServiceRegistration, start_grpc_
 from laredo_core.deadletters.config import read_dead_letter_settings
 from laredo_core.deadletters.nats_store import store_from_settings
 from laredo_core.health import HealthServer
-from laredo_core.runtime import listen
+from laredo_core.metrics import MetricsEndpoint, observe
+from laredo_core.runtime import ServiceRun
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.snapshots.store import SnapshotStore
+from laredo_core.telemetry import build_meter_provider
 
 from laredo_oam.adapters.envoy_query_routes import EnvoyQueryRoutes
+from laredo_oam.adapters.metrics import SystemFigures
 from laredo_oam.adapters.nats_change_tail import NatsChangeTail
 from laredo_oam.application.administration import Administration
 from laredo_oam.application.dead_letters import DeadLetters
@@ -35,6 +39,7 @@ from laredo_oam.application.snapshots import SnapshotPlace, Snapshots
 from laredo_oam.application.status_view import StatusView
 from laredo_oam.application.status_watch import StatusWatch
 from laredo_oam.config import OamConfig, QueryRoutingConfig, read_oam_config
+from laredo_oam.entrypoints.console.server import ConsoleServer
 from laredo_oam.entrypoints.grpc.servicer import oam_registration
 from laredo_oam.ports import ChangeTail, CoordinationStore, DeadLetterStore
 
@@ -51,7 +56,8 @@ class App:
     def __init__(self, endpoint: ServiceEndpoint, registration: ServiceRegistration,
                  close_store: Callable[[], Awaitable[None]] | None = None, *,
                  watch: StatusWatch | None = None, front_door: FrontDoorSettings | None = None,
-                 query_routing: tuple[CoordinationStore, QueryRoutingConfig] | None = None) -> None:
+                 query_routing: tuple[CoordinationStore, QueryRoutingConfig] | None = None,
+                 metrics: MetricsEndpoint | None = None) -> None:
         self.endpoint = endpoint
         self.front_door = front_door  # None: grpcio serves the port itself
         self._query_routing = query_routing  # the OAM address also answers Query (through the front door)
@@ -63,7 +69,7 @@ class App:
         self._grpc: GrpcServer | None = None
         self._stopping = False
         self.health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self._readiness,
-                                   tls=front_door.tls if front_door else None)
+                                   tls=front_door.tls if front_door else None, metrics=metrics)
 
     @property
     def grpc_port(self) -> int:
@@ -78,37 +84,40 @@ class App:
         return serving, {"grpc": "serving" if serving else "not serving"}
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve until `stop` is set; then unready, stop gRPC (drain_grace), stop health."""
-        routing: asyncio.Task[None] | None = None
-        routes: tuple[EnvoyQueryRoutes, Upstream] | None = None
-        try:
-            await listen("OAM service", "oam.health_host/oam.health_port", self.health.start())
+        """Serve until `stop` is set; then (start-up's reverse) unready, end watches, stop gRPC (drain_grace),
+        stop health, close the stores."""
+        async with ServiceRun("OAM service", self._unready) as run:
+            if self._close_store is not None:
+                run.on_stop(self._close_store)
             routes = self._routes()
-            self._grpc = await listen("OAM service", "oam.grpc.host/oam.grpc.port", start_grpc_server(
+            if routes is not None:
+                run.on_stop(routes[0].close)
+            await run.listen("oam.health_host/oam.health_port", self.health.start(), HealthServer.stop)
+            self._grpc = await run.listen("oam.grpc.host/oam.grpc.port", start_grpc_server(
                 self.endpoint.grpc_host, self.endpoint.grpc_port, [self._registration],
-                front_door=self.front_door, name="oam", upstreams=[routes[1]] if routes else ()))
+                front_door=self.front_door, name="oam", upstreams=[routes[1]] if routes else (), console=True),
+                partial(GrpcServer.stop, grace=self.endpoint.drain_grace))
+            door = self._grpc.front_door
+            if door is not None and door.console_socket and self.front_door is not None:
+                await run.listen("oam.grpc.port", ConsoleServer(
+                    door.console_socket, self.front_door.auth,
+                    trust_client_cert_header=bool(self.front_door.tls.client_ca)).start(), ConsoleServer.stop)
+            run.on_stop(self._unserve, self._grpc)
             if routes is not None and self._query_routing is not None:
                 self.routing = QueryRouting(self._query_routing[0], routes[0],
                                             refresh=self._query_routing[1].refresh)
-                routing = asyncio.create_task(self.routing.run(), name="oam-query-routing")
+                run.spawn(self.routing.run(), "oam-query-routing")
             self.started.set()
             log.info("OAM service ready: gRPC on port %d, health on port %d", self.grpc_port, self.health_port)
             await stop.wait()
-        finally:
-            self._stopping = True
-            if routing is not None:
-                routing.cancel()
-            if self._grpc is not None:
-                await self._grpc.set_serving(False)
-                if self.watch is not None:
-                    await self.watch.aclose()
-                await self._grpc.stop(self.endpoint.drain_grace)
-            await self.health.stop()
-            if routes is not None:
-                routes[0].close()
-            if self._close_store is not None:
-                await self._close_store()
 
+    def _unready(self) -> None:
+        self._stopping = True
+
+    async def _unserve(self, grpc: GrpcServer) -> None:
+        await grpc.set_serving(False)
+        if self.watch is not None:
+            await self.watch.aclose()  # open WatchStatus streams would hold the server's stop
 
     def _routes(self) -> tuple[EnvoyQueryRoutes, Upstream] | None:
         """The front door's query endpoints, when OAM answers Query too (it takes the front door)."""
@@ -154,12 +163,17 @@ def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,
     launcher = RebuildLauncher(store, command_timeout=timeout)
     letters_store, close_store = _dead_letter_store(settings, dead_letter_store, close_store)
     dead_letters = DeadLetters(config.catalog, letters_store, store, command_timeout=timeout)
-    return App(endpoint, oam_registration(StatusView(store, config.catalog), admin, snapshots=snapshots,
+    view = StatusView(store, config.catalog)
+    figures = SystemFigures(view)
+    metrics = MetricsEndpoint(refresh=figures.refresh)
+    observe(build_meter_provider(settings.telemetry, "laredo-oam", metrics=metrics).get_meter("laredo_oam"),
+            figures.figures())
+    return App(endpoint, oam_registration(view, admin, snapshots=snapshots,
                                           watch=watch, restores=Restores(snapshots, launcher),
                                           replays=Replays(snapshots, launcher, config.catalog),
                                           dead_letters=dead_letters),
                close_store, watch=watch, front_door=settings.front_door,
-               query_routing=(store, config.query_routing))
+               query_routing=(store, config.query_routing), metrics=metrics)
 
 
 def _dead_letter_store(settings: LaredoSettings, override: DeadLetterStore | None,

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from laredo_core.coordination.ports import Command, CommandKind, CommandStatus, CoordinationUnavailable
+from laredo_core.coordination.ports import (
+    Command,
+    CommandKind,
+    CommandResult,
+    CommandStatus,
+    CoordinationUnavailable,
+)
 
 from laredo_oam.adapters.memory import InMemoryCoordinationStore
-from laredo_oam.application.administration import Administration
+from laredo_oam.application.administration import Administration, Outcome
 from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
 from services.oam.tests.oam_testkit import beat, catalog, executing, fanout_report, ingest_report
 
@@ -111,3 +117,22 @@ async def test_store_unavailable_propagates(store: InMemoryCoordinationStore, ad
     store.unavailable = True
     with pytest.raises(CoordinationUnavailable):
         await admin.pause("pg")
+
+
+async def test_an_unknown_table_is_named_with_the_configured_ones(store: InMemoryCoordinationStore,
+                                                                  admin: Administration) -> None:
+    await beat(store, "ingest", "i2", ingest_report(source="other"))
+    with pytest.raises(NotFound) as unknown:
+        await admin.reload_table("", "nosuch", "table")
+    assert str(unknown.value) == ("table nosuch.table is not configured; configured tables: public.orders, "
+                                  "public.users (see ListTables)")
+    with pytest.raises(NotFound) as elsewhere:
+        await admin.reload_table("other", "public", "users")
+    assert str(elsewhere.value) == ("table public.users is not configured for source other; it comes from source "
+                                    "pg (leave the source out or name that one)")
+
+
+def test_instances_that_answer_without_details_are_left_out_of_them() -> None:
+    results = (CommandResult("c1", CommandStatus.SUCCEEDED, executed_by="host"),
+               CommandResult("c2", CommandStatus.SUCCEEDED, details={"slot": "laredo_pg"}, executed_by="other"))
+    assert Outcome(True, "", results).details == {"other": {"slot": "laredo_pg"}}

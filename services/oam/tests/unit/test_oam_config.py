@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from google.protobuf import json_format
 from laredo_kernel.changes import TableId
 from laredo_core.config import load_settings
 from laredo_kernel.errors import ConfigError
 
 from laredo_oam.config import read_oam_config
+from laredo_oam.domain.views import TableListing
+from laredo_oam.entrypoints.grpc import mappers
 
 
 def settings_with(tmp_path: Path, oam: str) -> object:
@@ -45,3 +48,20 @@ def test_command_timeout(tmp_path: Path) -> None:
 def test_problems_are_named(tmp_path: Path, oam: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         read_oam_config(settings_with(tmp_path, oam))
+
+
+def test_target_options_are_shown_as_json_values_with_durations_in_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "laredo.conf"
+    path.write_text(f"""
+sources {{ pg {{ type = postgresql, connection = "host=127.0.0.1 dbname=app" }} }}
+tables = [ {{ source = pg, table = users, targets = [ {{ type = replication-fanout, heartbeat_interval = 5s,
+  journal {{ max_age = 10 minutes }},
+  snapshot {{ interval = 1h, store = local, store_config {{ path = "{tmp_path}" }} }} }} ] }} ]
+""")
+    config = read_oam_config(load_settings(path, env={}))
+    [listing] = [TableListing(t) for t in config.catalog.tables]
+    [table_config] = mappers.table_configs(listing, config.catalog.source("pg"))
+    shown = json_format.MessageToDict(table_config.target_config)
+    assert (shown["heartbeat_interval"], shown["journal"], shown["snapshot"]["interval"]) == (
+        5.0, {"max_age": 600.0}, 3600.0)
+    assert "relativedelta" not in str(table_config)

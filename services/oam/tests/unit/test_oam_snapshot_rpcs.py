@@ -144,3 +144,14 @@ async def test_without_stores_the_rpcs_answer_failed_precondition(tmp_path: Path
                               "store_config")
     stop.set()
     await asyncio.wait_for(task, 10)
+
+
+async def test_get_status_summarizes_what_the_snapshot_stores_hold(stub: oam_pb2_grpc.TableSyncOAMStub,
+                                                                   store: MemorySnapshotStore) -> None:
+    empty = (await stub.GetStatus(oam_pb2.GetStatusRequest(), timeout=5)).snapshot_status
+    assert (empty.enabled, empty.store_type, empty.snapshot_count, empty.last_snapshot_id) == (True, "memory", 0, "")
+    await write_snapshot(store, "public.users", 1_700_000_000.0, snapshot_id="snap-old")
+    await write_snapshot(store, "public.orders", 1_700_000_100.5, snapshot_id="snap-new")
+    summary = (await stub.GetStatus(oam_pb2.GetStatusRequest(), timeout=5)).snapshot_status
+    assert (summary.snapshot_count, summary.last_snapshot_id, summary.last_snapshot_at.ToMilliseconds()) == (
+        2, "snap-new", 1_700_000_100_500)

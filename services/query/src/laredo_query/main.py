@@ -23,10 +23,11 @@ from laredo_core.grpc_server import GrpcServer, start_grpc_server
 from laredo_core.deadletters.store import DeadLetterStore
 from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
 from laredo_core.health import HealthServer
+from laredo_core.metrics import MetricsEndpoint, observe
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.instance import InstanceRebuilds
 from laredo_core.rebuild.tail import StreamTail
-from laredo_core.runtime import cancel, listen, until_stopped_or_failed
+from laredo_core.runtime import ServiceRun, until_stopped_or_failed
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.snapshots.store import SnapshotStore
 from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader
@@ -36,8 +37,10 @@ from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.nats_bounds import NatsStreamBoundsReader
 from laredo_core.stream.nats_feed import NatsChangeFeed
 from laredo_core.stream.nats_tail import NatsStreamTail
+from laredo_core.telemetry import build_meter_provider
 
 from laredo_query.adapters.codec_stream_bounds import CodecStreamBounds
+from laredo_query.adapters.metrics import query_figures
 from laredo_query.adapters.system_clock import SystemClock
 from laredo_query.application.applier import TARGET_TYPE, ChangeApplier
 from laredo_query.application.dead_letter_replay import QueryDeadLetterReplay
@@ -80,6 +83,7 @@ class QueryApp:
     dead_letters: DeadLetterWiring | None = None  # stores what cannot be applied, in the background
     startup: StartupRestore | None = None  # loads tables from snapshots before the feed starts
     front_door: FrontDoorSettings | None = None  # None: grpcio serves the port itself
+    metrics: MetricsEndpoint | None = None  # GET /metrics on the health port
     grpc_port: int = 0
     health_port: int = 0
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -98,56 +102,49 @@ class QueryApp:
         return ready, details
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Start-up: health, snapshots, feed, gRPC. Shutdown order: unready, end subscriptions, stop gRPC (grace),
-        stop the feed, stop health."""
+        """Start-up: health, snapshots, feed, gRPC. Shutdown order (the reverse): unready, end subscriptions, stop
+        gRPC (grace), stop the feed, dead letters, coordination, health."""
         endpoint = self.endpoint
-        health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self.readiness,
-                              tls=self.front_door.tls if self.front_door else None)
-        grpc_server: GrpcServer | None = None
-        feed: asyncio.Task[None] | None = None
-        mirror: asyncio.Task[None] | None = None
-        coordination: asyncio.Task[None] | None = None
-        letters = asyncio.create_task(self.dead_letters.run(), name="query-dead-letters") if self.dead_letters else None
-        try:
-            await listen("query service", "query.health_host/query.health_port", health.start())
+        async with ServiceRun("query service", self._stop_serving) as run:
+            if self.close_coordination is not None:
+                run.on_stop(self.close_coordination)
+            health = await run.listen("query.health_host/query.health_port", HealthServer(
+                endpoint.health_host, endpoint.health_port, ready=self.readiness,
+                tls=self.front_door.tls if self.front_door else None, metrics=self.metrics).start(),
+                HealthServer.stop)
             self.health_port = health.port
+            if self.dead_letters is not None:
+                run.on_stop(self.dead_letters.close)
+                run.spawn(self.dead_letters.run(), "query-dead-letters")
+                run.on_stop(self.dead_letters.flush)
             subscriptions = await self._restore()
-            feed = asyncio.create_task(self.feed.run(subscriptions, self.sink or self.applier), name="query-feed")
-            grpc_server = await listen("query service", "query.grpc.host/query.grpc.port", start_grpc_server(
+            feed = run.spawn(self.feed.run(subscriptions, self.sink or self.applier), "query-feed")
+            grpc_server = await run.listen("query.grpc.host/query.grpc.port", start_grpc_server(
                 endpoint.grpc_host, endpoint.grpc_port, (),
                 generic_handlers=generic_handlers(QueryServicer(self.service, self.clock)),
-                extra_service_names=QUERY_SERVICE_NAMES, front_door=self.front_door, name="query"))
+                extra_service_names=QUERY_SERVICE_NAMES, front_door=self.front_door, name="query"),
+                partial(GrpcServer.stop, grace=endpoint.drain_grace or STOP_GRACE))
             self.grpc_port = grpc_server.port
+            run.on_stop(self._unserve, grpc_server)
             await self._mirror_readiness(grpc_server)
-            mirror = asyncio.create_task(self._keep_mirroring(grpc_server), name="query-readiness")
+            run.spawn(self._keep_mirroring(grpc_server), "query-readiness")
             if self.coordinator is not None:
                 self.coordinator.address = advertised_address(self.config, self.grpc_port)
-                coordination = asyncio.create_task(self.coordinator.run(), name="query-coordination")
+                run.spawn(self.coordinator.run(), "query-coordination")  # deregisters this instance when cancelled
             self.started.set()
             log.info("query service on gRPC port %d, health port %d, serving %s", self.grpc_port,
                      self.health_port, ", ".join(t.name for t in self.service.tables) or "no table")
             await until_stopped_or_failed(stop, feed)
-        finally:
-            self._stopping = True
-            if mirror is not None:
-                mirror.cancel()  # awaited below, with the feed
-            self.service.end_subscriptions(ServiceStopping(
-                "the query service is shutting down; subscribe again (another instance, or this one after "
-                "its restart)"))
-            if grpc_server is not None:
-                await grpc_server.set_serving(False)
-                for table in self.service.tables:
-                    await grpc_server.health.set(table.name, _NOT_SERVING)
-                await grpc_server.stop(endpoint.drain_grace or STOP_GRACE)
-            await cancel([feed, mirror])
-            if self.dead_letters is not None and letters is not None:
-                await self.dead_letters.flush()
-                await cancel([letters])
-                await self.dead_letters.close()
-            await cancel([coordination])  # deregisters this instance
-            if self.close_coordination is not None:
-                await self.close_coordination()
-            await health.stop()
+
+    def _stop_serving(self) -> None:
+        self._stopping = True
+        self.service.end_subscriptions(ServiceStopping(
+            "the query service is shutting down; subscribe again (another instance, or this one after its restart)"))
+
+    async def _unserve(self, grpc_server: GrpcServer) -> None:
+        await grpc_server.set_serving(False)
+        for table in self.service.tables:
+            await grpc_server.health.set(table.name, _NOT_SERVING)
 
     async def _keep_mirroring(self, grpc_server: GrpcServer) -> None:
         while True:
@@ -227,8 +224,11 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
         coordinator = QueryCoordinator(coordination, instance_id, service, signal,
                                        heartbeat_interval=config.status_interval, rebuilds=rebuilds,
                                        dead_letter_replay=replay)
+    metrics = MetricsEndpoint()
+    observe(build_meter_provider(settings.telemetry, SERVICE_NAME, metrics=metrics).get_meter("laredo_query"),
+            query_figures(tables))
     return QueryApp(config, service, applier, feed, signal, clock, coordinator, close_coordination, sink=gate,
-                    dead_letters=dead_letters, startup=startup, front_door=settings.front_door)
+                    dead_letters=dead_letters, startup=startup, front_door=settings.front_door, metrics=metrics)
 
 
 def _snapshot_stores(config: QueryConfig, override: SnapshotStore | None) -> dict[TableId, SnapshotStore]:

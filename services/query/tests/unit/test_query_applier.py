@@ -35,6 +35,9 @@ async def test_baseline_then_changes_make_the_table_ready_and_replays_change_not
     await eventually(lambda: 10 in values(world), what="the change after the replay")
     assert values(world) == {**expected, 10: row(10)} and world.table.applied_position > position
     assert world.table.status()["position_regressions"] == 4, "three baseline chunks and the transaction, counted"
+    applied = world.table.status()["applied"]  # what OAM shows per pipeline: transactions' changes, not replays
+    assert (applied["inserts"], applied["updates"], applied["deletes"], applied["truncates"]) == (2, 1, 1, 0)
+    assert applied["last_change_unix_ms"] > 0
 
 
 async def test_subscribers_get_one_event_per_effective_change_with_positions(make_world: Callable[..., World]) -> None:

@@ -92,6 +92,7 @@ def test_truncate_empties_rows_indexes_and_pages() -> None:
     table.apply(ins(row(9)))
     assert ids(table.page(None, 10, start=True)[0]) == [9]
     assert table.index_stats()[LOOKUP]["keys"] == 1
+    assert table.index_stats()["by_status"]["fields"] == ["status"]  # OAM's IndexInfo.fields
 
 
 def test_a_primary_key_change_moves_the_row_with_its_index_entries() -> None:

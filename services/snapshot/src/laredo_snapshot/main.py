@@ -23,14 +23,15 @@ from laredo_core.coordination.ids import default_instance_id
 from laredo_kernel.errors import ConfigError
 from laredo_core.frontdoor.settings import TlsSettings
 from laredo_core.health import HealthServer
+from laredo_core.metrics import MetricsEndpoint, observe
 from laredo_core.rebuild.tail import StreamTail
-from laredo_core.runtime import cancel, listen, until_stopped_or_failed
+from laredo_core.runtime import ServiceRun, until_stopped_or_failed
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.stream.nats_tail import NatsStreamTail
 from laredo_core.telemetry import build_meter_provider, build_tracer_provider
 
-from laredo_snapshot.adapters.memory import SilentObserver
+from laredo_snapshot.adapters.metrics import snapshot_figures
 from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds
 from laredo_snapshot.adapters.otel_observer import OtelObserver
 from laredo_snapshot.adapters.sequential_compactor import SequentialCompactor
@@ -59,6 +60,7 @@ class SnapshotApp:
     closers: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
     health_port: int = 0
     health_tls: TlsSettings | None = None  # the shared tls section: /health/* over HTTPS
+    metrics: MetricsEndpoint | None = None  # GET /metrics on the health port
     started: asyncio.Event = field(default_factory=asyncio.Event)
     _stopping: bool = False
 
@@ -69,12 +71,10 @@ class SnapshotApp:
 
     async def run_once(self, tables: Sequence[str] = ()) -> list[TableRun]:
         """One pass (heartbeats meanwhile when coordinated); SnapshotServiceError if a table failed."""
-        heartbeat = self._start_coordination()
-        try:
+        async with ServiceRun("snapshot service") as run:
+            self._coordinate(run)
             self.started.set()
             runs = await self.service.run_pass(self.service.resolve(list(tables)))
-        finally:
-            await self._close(heartbeat)
         failed = [r for r in runs if r.error]
         if failed:
             raise SnapshotServiceError(f"{len(failed)} of {len(runs)} table(s) failed: "
@@ -83,38 +83,35 @@ class SnapshotApp:
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Shutdown order: unready, stop scheduling (a running Spark job is cancelled), coordination, clients."""
-        health = HealthServer(self.config.health_host, self.config.health_port, ready=self.readiness,
-                              tls=self.health_tls)
-        coordination: asyncio.Task[None] | None = None
-        schedule: asyncio.Task[None] | None = None
-        try:
-            await listen("snapshot service", "snapshot.health_host/snapshot.health_port", health.start())
+        async with ServiceRun("snapshot service", self._unready) as run:
+            health = await run.listen("snapshot.health_host/snapshot.health_port", HealthServer(
+                self.config.health_host, self.config.health_port, ready=self.readiness,
+                tls=self.health_tls, metrics=self.metrics).start(), HealthServer.stop)
             self.health_port = health.port
-            coordination = self._start_coordination()
-            schedule = asyncio.create_task(self.service.run_every_interval(first_now=self.config.run_on_start),
-                                           name="snapshot-schedule")
+            self._coordinate(run)
+            schedule = run.spawn(self.service.run_every_interval(first_now=self.config.run_on_start),
+                                 "snapshot-schedule")
             self.started.set()
             await until_stopped_or_failed(stop, schedule, "the snapshot schedule")
-        finally:
-            self._stopping = True
-            await cancel([schedule])
-            await self._close(coordination)
-            await health.stop()
 
-    def _start_coordination(self) -> asyncio.Task[None] | None:
-        if self.coordinator is None:
-            return None
-        return asyncio.create_task(self.coordinator.run(), name="snapshot-coordination")
+    def _unready(self) -> None:
+        self._stopping = True
 
-    async def _close(self, coordination: asyncio.Task[None] | None) -> None:
-        await cancel([coordination])
-        for close in self.closers:
-            with contextlib.suppress(Exception):
-                result = close()
-                if asyncio.iscoroutine(result):
-                    await result
+    def _coordinate(self, run: ServiceRun) -> None:
+        """Heartbeats and commands while the run lasts; the clients closed (and spans flushed) when it ends."""
         if self.tracer_provider is not None:
-            self.tracer_provider.force_flush()
+            run.on_stop(self.tracer_provider.force_flush)
+        for close in self.closers:
+            run.on_stop(_quietly, close)
+        if self.coordinator is not None:
+            run.spawn(self.coordinator.run(), "snapshot-coordination")
+
+
+async def _quietly(close: Callable[[], Awaitable[None] | None]) -> None:
+    with contextlib.suppress(Exception):
+        result = close()
+        if asyncio.iscoroutine(result):
+            await result
 
 
 def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail: StreamTail | None = None,
@@ -126,11 +123,11 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
     config = read_snapshot_config(settings)
     clock = clock or SystemClock()
     closers: list[Callable[[], Awaitable[None] | None]] = []
-    if observer is None and tracer_provider is None and settings.telemetry.exporter == "none":
-        observer = SilentObserver()
+    metrics = MetricsEndpoint()
+    meter_provider = build_meter_provider(settings.telemetry, SERVICE_NAME, metrics=metrics)
     if observer is None:
         tracer_provider = tracer_provider or build_tracer_provider(settings.telemetry, SERVICE_NAME)
-        observer = OtelObserver(tracer_provider, build_meter_provider(settings.telemetry, SERVICE_NAME))
+        observer = OtelObserver(tracer_provider, meter_provider)
     store_for = store_for or SnapshotStores().store_for
     if bounds is None:
         nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=CLIENT_NAME)
@@ -146,6 +143,7 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
     compactions = [TableCompaction(job, store_for(job.store), bounds, compactor, clock, observer)
                    for job in config.tables]
     service = SnapshotService(compactions, clock, observer, interval=config.interval)
+    observe(meter_provider.get_meter("laredo_snapshot"), snapshot_figures(service))
     coordinator = None
     if coordination is None and "redis" in settings.raw:
         from laredo_core.coordination.redis_store import RedisCoordinationStore  # connects lazily
@@ -155,7 +153,8 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
         coordinator = SnapshotCoordinator(coordination, instance_id or config.instance_id
                                           or default_instance_id("snapshot"), service,
                                           heartbeat_interval=config.status_interval)
-    return SnapshotApp(config, service, coordinator, tracer_provider, closers, health_tls=settings.front_door.tls)
+    return SnapshotApp(config, service, coordinator, tracer_provider, closers, health_tls=settings.front_door.tls,
+                       metrics=metrics)
 
 
 def _spark_compactor(config: SnapshotConfig, sequential: Compactor, store_for: Callable[[StoreConfig], SnapshotStore],

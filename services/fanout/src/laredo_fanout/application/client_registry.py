@@ -28,6 +28,7 @@ class ConnectedClient:
     connected_at: float
     sequence: int = 0  # the last sequence written to this client
     offered: int = 0  # the last sequence its session took from the journal (queued, or skipped by its filter)
+    delivered: int = 0  # journal entries and snapshot rows written to it
     state: ClientState = ClientState.CATCHING_UP
     buffer: SendBuffer | None = field(default=None, repr=False)
 
@@ -49,6 +50,12 @@ class ClientRegistry:
         self._ids = itertools.count(1)
         self._empty = asyncio.Event()
         self._empty.set()
+        self._delivered_by_gone = 0  # what was written to the streams that have ended
+
+    @property
+    def delivered(self) -> int:
+        """Journal entries and snapshot rows written to every stream so far, ended ones included."""
+        return self._delivered_by_gone + sum(c.delivered for c in self._clients.values())
 
     def __len__(self) -> int:
         return len(self._clients)
@@ -65,7 +72,8 @@ class ClientRegistry:
         return client
 
     def unregister(self, client: ConnectedClient) -> None:
-        self._clients.pop(client.connection_id, None)
+        if self._clients.pop(client.connection_id, None) is not None:
+            self._delivered_by_gone += client.delivered
         if not self._clients:
             self._empty.set()
 

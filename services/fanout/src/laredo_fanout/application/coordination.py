@@ -18,6 +18,7 @@ from laredo_core.coordination.instance import CommandAnswer, InstanceCoordinator
 from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus, CoordinationStore
 from laredo_core.coordination.status_reports import column_report
 from laredo_core.rebuild.instance import InstanceRebuilds
+from laredo_kernel.changes import TableId
 
 from laredo_fanout.application.dead_letter_replay import FanoutDeadLetterReplay
 from laredo_fanout.application.targets import FanoutTargets
@@ -25,6 +26,7 @@ from laredo_fanout.domain.errors import FanoutError, SnapshotStoreUnavailable
 from laredo_fanout.ports import Clock
 
 SERVICE = "fanout"
+REPORTED_CLIENTS = 100  # clients per table in a status report, the furthest behind first
 
 
 class FanoutCoordinator:
@@ -128,7 +130,15 @@ class FanoutCoordinator:
             entry = details.get("tables", {}).get(str(replica.table))
             if isinstance(entry, dict):
                 entry["columns"] = column_report(replica.columns)
+                entry["client_list"] = self._clients(replica.table)
         return {"ready": ready, "draining": self._targets.draining, **details}
+
+    def _clients(self, table: TableId) -> list[dict[str, Any]]:
+        """The clients furthest behind first, at most REPORTED_CLIENTS of them (the console's list)."""
+        clients = sorted(self._targets.status(table.schema, table.name).clients, key=lambda c: -c.behind_count)
+        return [{"client_id": c.client_id, "sequence": c.current_sequence, "behind": c.behind_count,
+                 "state": c.state, "buffer": c.buffer_depth, "connected_unix_ms": int(c.connected_at * 1000)}
+                for c in clients[:REPORTED_CLIENTS]]
 
 
 def _deadline(args: Mapping[str, Any], now: float) -> float:

@@ -118,7 +118,7 @@ class Replicator:
             self.dead_letters.change_failed(replica.source_id, message, index, str(exc))
 
         outcome = replay(replica.state, replica, batch, journal, refused=(ChangeNotApplicable,),
-                         on_refused=dead_letter)
+                         on_refused=dead_letter, counts=replica.applied)
         if outcome.skipped:
             replica.position_regressions = self.regressions.report(
                 replica.table, message.stream_sequence, batch.changes[0].position, outcome.applied_before,

@@ -195,5 +195,6 @@ def _parsed(text: str) -> Position | None:
 
 
 def _delivered(client: ConnectedClient, item: Outgoing) -> None:
+    client.delivered += item.entries
     if item.last_sequence is not None:
         client.sequence = item.last_sequence

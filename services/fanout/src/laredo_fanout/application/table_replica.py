@@ -11,6 +11,7 @@ from typing import Any
 from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.deadletters.key_watch import KeyWatch
 from laredo_kernel.position import ZERO, Position
+from laredo_kernel.table_replay import AppliedCounts
 
 from laredo_fanout.application.client_registry import ClientRegistry
 from laredo_fanout.domain.client_buffer import BufferLimits
@@ -75,6 +76,7 @@ class TableReplica:
         self.watch = KeyWatch()  # rows changed after a rejected change (dead-letter replays skip what was overtaken)
         self.stream_sequence = 0  # JetStream sequence of the last message applied (or skipped as a replay)
         self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
+        self.applied = AppliedCounts()  # changes of transactions applied since this instance started
         self.baseline_complete = False
         self.position_regressions = 0  # messages at or before the applied position (see PositionRegressions)
         self.caught_up = False

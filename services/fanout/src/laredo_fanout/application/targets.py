@@ -182,7 +182,8 @@ class FanoutTargets:
         tables = {
             str(r.table): {"ready": r.ready, "baseline_complete": r.baseline_complete, "caught_up": r.caught_up,
                            "rows": len(r.state), "sequence": r.journal.current_sequence,
-                           "clients": len(r.clients), **({"draining": r.drain.reason} if r.drain else {}),
+                           "clients": len(r.clients), "applied": r.applied.report(),
+                           **({"draining": r.drain.reason} if r.drain else {}),
                            **({"dead_letters": r.dead_letters} if r.dead_letters else {}),
                            **({"position_regressions": r.position_regressions} if r.position_regressions else {}),
                            **({"feed_stalled": stalls[r.table]} if r.table in stalls else {})}

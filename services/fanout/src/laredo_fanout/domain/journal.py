@@ -147,6 +147,11 @@ class Journal:
         self._pins[sequence] += 1
         return sequence
 
+    @property
+    def pins(self) -> int:
+        """Pins held (each keeps the entries above it from being pruned)."""
+        return sum(self._pins.values())
+
     def unpin(self, token: int) -> None:
         self._pins[token] -= 1
         if self._pins[token] <= 0:

@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import time
 from collections.abc import Mapping
 
 import nats.errors
@@ -112,6 +113,8 @@ class NatsChangePublisher:
         self._first_new: int | None = None  # the sequence of the session's first message stored anew
         self._probes: dict[str, asyncio.Future[tuple[int, bool] | None]] = {}  # token -> (seq, duplicate)
         self._epoch = 0
+        self.acks = 0  # messages JetStream acknowledged as stored
+        self.ack_seconds = 0.0  # their time from send to acknowledgement, summed (the mean: ack_seconds / acks)
 
     async def ensure_stream(self, spec: StreamSpec) -> StreamTail | None:
         js = await self._connection.jetstream()
@@ -300,7 +303,10 @@ class NatsChangePublisher:
         probe = self._probes.pop(token, None)
         if probe is not None and not probe.done():
             probe.set_result(ack)
-        if error is not None and entry[3] != _DEAD_LETTER:
+        if error is None:
+            self.acks += 1
+            self.ack_seconds += time.monotonic() - entry[1] + self._ack_timeout  # the deadline is loop time
+        elif entry[3] != _DEAD_LETTER:
             self._failed = self._failed or PublishFailed(
                 f"not sent: {entry[2]}, published before it, failed ({error}); publishing starts again")
             if entry[3] > 0 and (self._first_failed is None or entry[3] < self._first_failed):

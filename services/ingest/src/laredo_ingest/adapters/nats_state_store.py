@@ -3,7 +3,9 @@
 Layout: bucket `laredo_ingest` (configurable), key = the source id (characters outside [A-Za-z0-9_-] as
 =XX hex), value = {"slot_name", "system_identifier", "baseline_lsn" ("X/Y"), "baseline_complete",
 "tables" (sorted table fingerprints: "schema.table", plus " (col,...)" for a column list and " WHERE expr"
-for a row filter), "baseline_id", "reload_tables" (pending re-baselines), "paused", "updated_unix_ms"}.
+for a row filter), "baseline_id", "reload_tables" (pending re-baselines), "paused", "epoch",
+"baselines" ({"schema.table": {"cause", "detail", "baseline_id", "started_unix_ms"}}: each table's last
+baseline and why), "updated_unix_ms"}.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from nats.js.kv import KeyValue
 from laredo_kernel.position import format_lsn, parse_lsn
 
 from laredo_ingest.adapters.nats_connection import NatsConnection
+from laredo_ingest.domain.baseline_reason import TableBaseline
 from laredo_ingest.domain.errors import IngestError, StateStoreUnavailable
 from laredo_ingest.domain.start_plan import IngestState
 
@@ -86,6 +89,7 @@ def _encode(state: IngestState) -> bytes:
         "baseline_lsn": format_lsn(state.baseline_lsn), "baseline_complete": state.baseline_complete,
         "tables": list(state.tables), "baseline_id": state.baseline_id,
         "reload_tables": list(state.reload_tables), "paused": state.paused, "epoch": state.epoch,
+        "baselines": {b.table: b.report() for b in state.baselines},
         "updated_unix_ms": int(time.time() * 1000),
     }, separators=(",", ":")).encode()
 
@@ -96,7 +100,8 @@ def _decode(data: bytes, source_id: str) -> IngestState:
         return IngestState(str(doc["slot_name"]), str(doc["system_identifier"]), parse_lsn(doc["baseline_lsn"]),
                            bool(doc["baseline_complete"]), tuple(doc["tables"]), str(doc.get("baseline_id", "")),
                            tuple(doc.get("reload_tables", ())), bool(doc.get("paused", False)),
-                           int(doc.get("epoch", 0)))
+                           int(doc.get("epoch", 0)),
+                           tuple(TableBaseline.from_report(t, b) for t, b in (doc.get("baselines") or {}).items()))
     except (ValueError, KeyError, TypeError) as exc:
         raise IngestError(f"ingest state of source {source_id} is unreadable ({exc!r}); delete the key to "
                           "force a new baseline") from exc

@@ -83,7 +83,9 @@ class OtelObserver:
         for name in read():
             if name not in self._gauge_names:
                 self._gauge_names.add(name)
-                self._meter.create_observable_gauge(PREFIX + name, callbacks=[self._callback(name)])
+                create = self._meter.create_observable_counter if name.endswith("_total") else \
+                    self._meter.create_observable_gauge  # what only grows is a counter (Prometheus: rate())
+                create(PREFIX + name, callbacks=[self._callback(name)])
 
     def _callback(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(_: CallbackOptions) -> Iterable[Observation]:

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from laredo_kernel.changes import TableId
 from laredo_kernel.errors import LaredoError
 
+from laredo_ingest.domain.baseline_reason import BaselineCause, BaselineReason
+
+OPERATOR_RELOAD = BaselineReason(BaselineCause.OPERATOR_RELOAD, "requested by an operator (RELOAD)")
+
 
 class ControlAbandoned(LaredoError):
     """A request was dropped because this instance stopped leading; retryable elsewhere."""
@@ -32,6 +36,7 @@ class _Request:
     tables: frozenset[TableId] = frozenset()  # RELOAD; empty = every configured table
     drop_publication: bool = False  # RESET
     detached: bool = False  # nobody waits for the outcome (asked for by ingest itself)
+    reason: BaselineReason = OPERATOR_RELOAD  # RELOAD: why, as the status shows it
     done: asyncio.Future[str] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -58,13 +63,14 @@ class IngestControl:
         """Drop and recreate the slot (and the publication if asked), tell downstream, re-baseline."""
         return await self._submit(_Request(ControlAction.RESET, drop_publication=drop_publication))
 
-    def submit_detached_reload(self, tables: Iterable[TableId]) -> None:
-        """A re-baseline nobody waits for (one left unfinished by an earlier session), unless one is queued."""
+    def submit_detached_reload(self, tables: Iterable[TableId], reason: BaselineReason) -> None:
+        """A re-baseline nobody waits for (ingest's own: a schema change, one left unfinished by an earlier
+        session), unless one is queued (it then takes these tables too, and keeps its reason)."""
         for queued in self._queue:
             if queued.action is ControlAction.RELOAD and queued.detached:
                 queued.tables = queued.tables | frozenset(tables) if queued.tables and tables else frozenset()
                 return
-        request = _Request(ControlAction.RELOAD, frozenset(tables), detached=True)
+        request = _Request(ControlAction.RELOAD, frozenset(tables), detached=True, reason=reason)
         request.done.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: no warning
         self._queue.append(request)
         self._wake()

@@ -176,7 +176,7 @@ class IngestCoordinator:
         return CommandStatus.REJECTED, f"ingest does not carry out {kind.value} commands"
 
     def _heartbeat_status(self) -> dict[str, object]:
-        return {"source": self._source_id, **self._status.report()}
+        return {"source": self._source_id, "ready": self._status.ready, **self._status.report()}
 
 
 def reload_tables(args: Mapping[str, Any]) -> list[TableId]:

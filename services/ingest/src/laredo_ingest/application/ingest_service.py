@@ -29,6 +29,7 @@ from laredo_ingest.application.status import IngestPhase, IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.domain.backoff import Backoff
 from laredo_ingest.domain.baseline import make_baseline_id
+from laredo_ingest.domain.baseline_reason import BaselineCause, BaselineReason
 from laredo_ingest.domain.start_plan import (
     IngestState,
     SlotMode,
@@ -44,6 +45,23 @@ from laredo_ingest.ports import ReplicationStream, SourceDatabase, SystemIdentit
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Why:
+    """Why a baseline is taken, and what downstream is told first ("" = nothing: no change can be missing)."""
+
+    reason: BaselineReason
+    resync: str
+
+    @classmethod
+    def continuity_lost(cls, cause: BaselineCause, detail: str) -> _Why:
+        """Changes may be missing downstream: it is told so, with the detail, before the baseline."""
+        return cls(BaselineReason(cause, detail), detail)
+
+    def status_reason(self, resync: str) -> BaselineReason:
+        """The reason with the detail downstream got (it may name a new epoch too)."""
+        return dataclasses.replace(self.reason, detail=resync) if resync else self.reason
 
 
 @dataclasses.dataclass(slots=True)
@@ -135,29 +153,35 @@ class IngestService:
                           state=state if o.slot_mode is SlotMode.STATEFUL else None,
                           system_identifier=identity.system_identifier, tables=prepared.fingerprints,
                           always_baseline=o.always_baseline)
-        resync, epoch = plan.resync_reason, current_epoch(state, tail)
+        epoch, why = current_epoch(state, tail), _Why(plan.baseline_reason, plan.resync_reason)
         if self._reset is not None:
-            resync = self._reset.reason
+            why = _Why.continuity_lost(BaselineCause.OPERATOR_RESET, self._reset.reason)
         elif tail is not None and tail.disorder:
-            resync = tail.disorder
+            why = _Why.continuity_lost(BaselineCause.STREAM_GAP, tail.disorder)
         elif plan.kind is StartKind.RESUME and slot is not None and state is not None:
-            resync = wal_behind_stream(tail, epoch, await db.current_wal_lsn())
-            if not resync:
+            behind = wal_behind_stream(tail, epoch, await db.current_wal_lsn())
+            if not behind:
                 log.info("resuming slot %s at %s: %s", o.slot_name, format_lsn(slot.confirmed_flush_lsn),
                          plan.reason)
-                self.status.baseline_complete, self.status.baseline_id = True, state.baseline_id
-                self.status.confirmed_lsn = slot.confirmed_flush_lsn
+                self._resumed(slot.confirmed_flush_lsn, state)
                 self._ports.publisher.use_epoch(epoch)
                 return slot.confirmed_flush_lsn, state
-            log.warning("source %s: %s; the slot cannot continue the stream", o.source_id, resync)
-        log.info("taking a baseline of %s: %s", ", ".join(map(str, prepared.tables)), resync or plan.reason)
+            why = _Why.continuity_lost(BaselineCause.SOURCE_REWOUND, behind)
+            log.warning("source %s: %s; the slot cannot continue the stream", o.source_id, behind)
+        log.info("taking a baseline of %s: %s", ", ".join(map(str, prepared.tables)), why.reason)
         if slot is not None:
             await db.drop_slot(o.slot_name)
         paused = state.paused if state is not None else False
-        return await self._baseline(db, stream, identity, prepared, resync, paused, tail, epoch)
+        return await self._baseline(db, stream, identity, prepared, why, paused, tail, epoch)
+
+    def _resumed(self, lsn: int, state: IngestState) -> None:
+        status = self.status
+        status.baseline_complete, status.baseline_id = True, state.baseline_id
+        status.baselines = {b.table: b for b in state.baselines}
+        status.positioned_at(lsn)
 
     async def _baseline(self, db: SourceDatabase, stream: ReplicationStream, identity: SystemIdentity,
-                        prepared: PreparedSource, resync_reason: str, paused: bool, tail: StreamTail | None,
+                        prepared: PreparedSource, why: _Why, paused: bool, tail: StreamTail | None,
                         epoch: int) -> tuple[int, IngestState]:
         o, status = self._options, self.status
         status.phase, status.baseline_complete, status.baseline_rows = IngestPhase.BASELINE, False, 0
@@ -166,8 +190,10 @@ class IngestService:
                             paused=paused, epoch=epoch)
         await self._ports.state.put(o.source_id, state)  # before the slot exists: a crash from here re-baselines
         created = await stream.create_slot(o.slot_name, temporary=o.slot_mode is SlotMode.EPHEMERAL)
-        resync_reason, state = self._enter_epoch(tail, state, created.consistent_lsn, resync_reason)
+        resync_reason, state = self._enter_epoch(tail, state, created.consistent_lsn, why.resync)
         baseline_id = make_baseline_id(created.consistent_lsn, int(time.time() * 1000))
+        status.baselines.clear()  # every configured table is in this baseline: tables no longer configured go
+        status.record_baseline(map(str, prepared.tables), why.status_reason(resync_reason), baseline_id)
         publisher = TrackedPublisher(self._ports.publisher, created.consistent_lsn, status)
         job = BaselineJob(source_id=o.source_id, subject_prefix=o.subject_prefix, baseline_id=baseline_id,
                           snapshot_lsn=created.consistent_lsn, schemas=[prepared.schemas[t] for t in prepared.tables],
@@ -178,10 +204,10 @@ class IngestService:
             await publish_baseline(reader, publisher, self._ports.observer, status, job,
                                    ack_timeout=o.baseline_ack_timeout, expected_rows=expected)
         state = dataclasses.replace(state, baseline_lsn=created.consistent_lsn, baseline_complete=True,
-                                    baseline_id=baseline_id)
+                                    baseline_id=baseline_id, baselines=tuple(status.baselines.values()))
         await self._ports.state.put(o.source_id, state)
         status.baseline_complete, status.baseline_id = True, baseline_id
-        status.confirmed_lsn = created.consistent_lsn
+        status.positioned_at(created.consistent_lsn)
         status.changed()
         log.info("baseline %s complete: %d rows at %s", baseline_id, status.baseline_rows,
                  format_lsn(created.consistent_lsn))

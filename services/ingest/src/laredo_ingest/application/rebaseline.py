@@ -34,6 +34,7 @@ from laredo_ingest.application.startup import describe_published
 from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.domain.baseline import make_baseline_id
+from laredo_ingest.domain.baseline_reason import BaselineReason
 from laredo_ingest.domain.errors import IngestError, TableWithoutKey
 from laredo_ingest.domain.message_limits import MessageLimits
 from laredo_ingest.domain.prerequisites import refuse_unsafe_tables
@@ -44,12 +45,13 @@ log = logging.getLogger(__name__)
 RecordReload = Callable[[tuple[TableId, ...]], Awaitable[None]]
 
 
-async def rebaseline(tables: Sequence[TableId], *, options: IngestOptions, database: SourceDatabase,
-                     helper: ReplicationStream, publisher: TrackedPublisher, observer: Observer,
-                     status: IngestStatus, record_reload: RecordReload,
+async def rebaseline(tables: Sequence[TableId], reason: BaselineReason, *, options: IngestOptions,
+                     database: SourceDatabase, helper: ReplicationStream, publisher: TrackedPublisher,
+                     observer: Observer, status: IngestStatus, record_reload: RecordReload,
                      limits: MessageLimits | None = None) -> dict[TableId, int]:
-    """Re-baseline `tables` (see the module docstring); returns the snapshot LSN per table. A table
-    refused at start-up (or unsafe to publish since) is refused here too, before anything is recorded."""
+    """Re-baseline `tables` for `reason` (the status shows it; see the module docstring); returns the snapshot
+    LSN per table. A table refused at start-up (or unsafe to publish since) is refused here too, before
+    anything is recorded."""
     unknown = sorted(str(t) for t in tables if t not in options.tables)
     if unknown:
         raise IngestError(f"cannot re-baseline {', '.join(unknown)}: not a configured table of source "
@@ -68,6 +70,7 @@ async def rebaseline(tables: Sequence[TableId], *, options: IngestOptions, datab
             baseline_id = make_baseline_id(created.consistent_lsn, int(time.time() * 1000))
             log.info("re-baselining %s at %s (baseline %s)", ", ".join(map(str, tables)),
                      format_lsn(created.consistent_lsn), baseline_id)
+            status.record_baseline(map(str, tables), reason, baseline_id)
             job = BaselineJob(source_id=options.source_id, subject_prefix=options.subject_prefix,
                               baseline_id=baseline_id, snapshot_lsn=created.consistent_lsn,
                               schemas=[schemas[t] for t in tables], row_filters=row_filters,

@@ -21,6 +21,7 @@ from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.application.streamer import SessionSettings, StreamingSession
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.application.transaction_spool import spool_factory
+from laredo_ingest.domain.baseline_reason import BaselineCause, BaselineReason
 from laredo_ingest.domain.pgoutput import Relation
 from laredo_ingest.domain.start_plan import IngestState
 from laredo_ingest.domain.streamed import StreamedTransactions
@@ -60,17 +61,20 @@ class SessionFactory:
         async def reply_now() -> None:
             await session_ref[0].send_reply()
 
-        async def run_rebaseline(tables: frozenset[TableId]) -> dict[TableId, int]:
+        async def run_rebaseline(tables: frozenset[TableId], reason: BaselineReason) -> dict[TableId, int]:
             targets = tuple(sorted(tables, key=str)) if tables else prepared.tables
-            return await rebaseline(targets, options=o, limits=prepared.limits, database=self._ports.database(),
-                                    helper=self._ports.replication(), publisher=publisher,
-                                    observer=self._ports.observer, status=status,
-                                    record_reload=lambda t: self._record_state(reload_tables=tuple(map(str, t))))
+            snapshots = await rebaseline(
+                targets, reason, options=o, limits=prepared.limits, database=self._ports.database(),
+                helper=self._ports.replication(), publisher=publisher, observer=self._ports.observer, status=status,
+                record_reload=lambda t: self._record_state(reload_tables=tuple(map(str, t))))
+            await self._record_state(baselines=tuple(status.baselines.values()))
+            return snapshots
 
         def on_schema_change(table: TableId) -> None:
             log.info("the columns of %s changed: re-baselining it (existing rows may hold new defaults or "
                      "converted values that the stream does not carry)", table)
-            self._control.submit_detached_reload([table])
+            self._control.submit_detached_reload([table], BaselineReason(
+                BaselineCause.SCHEMA_CHANGE, f"the columns of {table} changed"))
 
         handler = FrameHandler(assembler, publisher, streamed, self._ports.observer, status,
                                refresh_catalog=refresh_catalog, reply_now=reply_now,
@@ -87,7 +91,8 @@ class SessionFactory:
             tables = [TableId.parse(t) for t in state.reload_tables]
             log.info("re-baseline of %s was requested and did not complete; doing it now",
                      ", ".join(state.reload_tables))
-            self._control.submit_detached_reload(tables)
+            self._control.submit_detached_reload(tables, BaselineReason(
+                BaselineCause.UNFINISHED_RELOAD, "a re-baseline an earlier session did not finish, redone"))
         return _StartingSession(session, stream, o, start_lsn, streamed)
 
 

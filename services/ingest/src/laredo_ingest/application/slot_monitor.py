@@ -43,7 +43,7 @@ class SlotMonitor:
     async def check(self) -> None:
         await self._check_inactive_slots()
         status = self._status
-        status.server_lsn = await self._db.current_wal_lsn()
+        status.observe_server_wal(await self._db.current_wal_lsn())
         slot = await self._db.slot(self._slot_name)
         if slot is None:
             status.slot_wal_status = "missing"

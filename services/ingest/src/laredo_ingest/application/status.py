@@ -5,12 +5,13 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from laredo_kernel.position import format_lsn
 
+from laredo_ingest.domain.baseline_reason import BaselineReason, TableBaseline, baselines_of
 from laredo_ingest.domain.batches import OutboundBatch
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,11 @@ class IngestStatus:
     restarts: int = 0
     last_error: str = ""
     is_leader: bool = True
+    #: Each table's last baseline and why it was taken ("schema.table" -> record).
+    baselines: dict[str, TableBaseline] = field(default_factory=dict)
+    paused_since: float = 0.0  # unix time an operator's pause took effect; 0 = not paused
+    #: Unix time the server's WAL was first seen beyond what was read while paused; 0 = none seen waiting.
+    wal_waiting_since: float = 0.0
     _rate: RateMeter = field(default_factory=RateMeter)
     #: Called by changed(): the status heartbeat's poke, so watchers see each transition at once.
     on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
@@ -111,7 +117,42 @@ class IngestStatus:
 
     @property
     def ready(self) -> bool:
-        return self.phase in (IngestPhase.STREAMING, IngestPhase.PAUSED) and self.baseline_complete
+        """Moving changes from the source to the stream: streaming with a complete baseline. Paused is not
+        ready: it holds its position on purpose and moves nothing (the report says `paused`)."""
+        return self.phase is IngestPhase.STREAMING and self.baseline_complete
+
+    def positioned_at(self, lsn: int) -> None:
+        """The slot stands at `lsn` (resumed there, or a baseline's consistent point): everything before it is
+        confirmed and read, so the positions reported are real ones before the first change arrives."""
+        self.confirmed_lsn = self.received_lsn = lsn
+
+    def set_paused(self, paused: bool, now: float | None = None) -> None:
+        """The session reads the slot again, or stops reading it on an operator's request (since `now`)."""
+        if not paused:
+            self.paused_since = self.wal_waiting_since = 0.0
+        elif not self.paused_since:
+            self.paused_since = time.time() if now is None else now
+        self.phase = IngestPhase.PAUSED if paused else IngestPhase.STREAMING
+
+    def observe_server_wal(self, lsn: int, now: float | None = None) -> None:
+        """pg_current_wal_lsn() read now; while paused, WAL beyond what was read is waiting from then on."""
+        self.server_lsn = lsn
+        if self.paused_since and not self.wal_waiting_since and lsn > self.received_lsn:
+            self.wal_waiting_since = time.time() if now is None else now
+
+    def current_lag_seconds(self, now: float | None = None) -> float:
+        """The lag of the newest transaction read; while paused with WAL waiting, at least how long it has
+        been seen waiting (its commit is older than that), so a pause never reads as caught up."""
+        if not self.wal_waiting_since:
+            return self.lag_seconds
+        now = time.time() if now is None else now
+        return max(self.lag_seconds, now - self.wal_waiting_since)
+
+    def record_baseline(self, tables: Iterable[str], reason: BaselineReason, baseline_id: str) -> None:
+        """A baseline of these tables starts, for this reason."""
+        names = tuple(tables)
+        self.baselines.update(baselines_of(names, reason, baseline_id, int(time.time() * 1000)))
+        log.info("baseline %s of %s: %s", baseline_id, ", ".join(names), reason)
 
     @property
     def lag_bytes(self) -> int:
@@ -136,7 +177,7 @@ class IngestStatus:
         """Current values for metrics (names without the laredo.ingest. prefix)."""
         baseline = self.baseline
         return {
-            "lag_bytes": float(self.lag_bytes), "lag_seconds": self.lag_seconds,
+            "lag_bytes": float(self.lag_bytes), "lag_seconds": self.current_lag_seconds(),
             "changes_total": float(self.changes), "changes_per_second": self.changes_per_second(),
             "transactions_total": float(self.transactions), "messages_acked_total": float(self.published_messages),
             "deadlettered_total": float(self.deadlettered), "last_batch_changes": float(self.last_batch_changes),
@@ -161,14 +202,17 @@ class IngestStatus:
         baseline = self.baseline
         return {
             "phase": self.phase.value, "leader": self.is_leader,
-            "confirmed_lsn": format_lsn(self.confirmed_lsn), "received_lsn": format_lsn(self.received_lsn),
-            "lag_bytes": self.lag_bytes, "lag_seconds": round(self.lag_seconds, 3),
+            # "" until the slot's position is known (before the first resume or baseline), never a made-up 0/0
+            "confirmed_lsn": _lsn_text(self.confirmed_lsn), "received_lsn": _lsn_text(self.received_lsn),
+            "lag_bytes": self.lag_bytes, "lag_seconds": round(self.current_lag_seconds(), 3),
+            "paused": self.phase is IngestPhase.PAUSED, **self._paused_report(),
             "changes": self.changes, "changes_per_second": round(self.changes_per_second(), 1),
             "transactions": self.transactions, "published_messages": self.published_messages,
             "deadlettered": self.deadlettered, "slot_wal_status": self.slot_wal_status,
             "spooled_bytes": self.spooled_bytes, "streamed_transactions": self.streamed_transactions,
             "baseline_complete": self.baseline_complete,
             "baseline_id": self.baseline_id,
+            "baselines": {table: record.report() for table, record in sorted(self.baselines.items())},
             "baseline": {"running": baseline.running, "table": baseline.table, "rows": baseline.rows,
                          "expected_rows": baseline.expected_rows,
                          "rows_per_second": round(baseline.rows_per_second, 1),
@@ -180,3 +224,13 @@ class IngestStatus:
                                                   for name, size in sorted(self.inactive_slots.items())],
             **({"last_error": self.last_error} if self.last_error else {}),
         }
+
+    def _paused_report(self) -> dict[str, Any]:
+        if not self.paused_since:
+            return {}
+        waiting = {"wal_waiting_since_unix_ms": int(self.wal_waiting_since * 1000)} if self.wal_waiting_since else {}
+        return {"paused_since_unix_ms": int(self.paused_since * 1000), **waiting}
+
+
+def _lsn_text(lsn: int) -> str:
+    return format_lsn(lsn) if lsn else ""

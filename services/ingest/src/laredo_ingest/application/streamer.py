@@ -30,6 +30,7 @@ from laredo_ingest.application.frame_handler import FrameHandler
 from laredo_ingest.application.slot_monitor import SlotMonitor
 from laredo_ingest.application.status import IngestPhase, IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
+from laredo_ingest.domain.baseline_reason import BaselineReason
 from laredo_ingest.domain.errors import ReplicationInterrupted
 from laredo_ingest.ports import ReplicationStream
 
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 FEEDBACK_COALESCE_SECONDS = 0.05
 MAX_FRAMES_PER_READ = 1024
 
-#: Re-baselines tables on demand (None = all) and returns the snapshot LSN each was taken at.
-Rebaseline = Callable[[frozenset[TableId]], Awaitable[dict[TableId, int]]]
+#: Re-baselines tables on demand (none = all), for a reason, and returns the snapshot LSN each was taken at.
+Rebaseline = Callable[[frozenset[TableId], BaselineReason], Awaitable[dict[TableId, int]]]
 #: Persists the paused flag so a restart stays paused.
 RecordPause = Callable[[bool], Awaitable[None]]
 
@@ -154,7 +155,7 @@ class StreamingSession:
                 self.reset_request = request
                 return True
             try:
-                outcome = await self._carry_out(request.action, request.tables)
+                outcome = await self._carry_out(request.action, request.tables, request.reason)
             except LaredoError as exc:
                 log.error("%s request failed: %s", request.action.value, exc)
                 self._control.finish(request, exc)
@@ -168,7 +169,7 @@ class StreamingSession:
         self._set_phase()
         return False
 
-    async def _carry_out(self, action: ControlAction, tables: frozenset[TableId]) -> str:
+    async def _carry_out(self, action: ControlAction, tables: frozenset[TableId], reason: BaselineReason) -> str:
         if action is ControlAction.PAUSE:
             await self._record_pause(True)
             self._paused = True
@@ -181,13 +182,13 @@ class StreamingSession:
             return "resumed"
         self._status.phase = IngestPhase.REBASELINE
         self._status.changed()
-        snapshots = await self._rebaseline(tables)
+        snapshots = await self._rebaseline(tables, reason)
         for table, lsn in snapshots.items():
             self._skip_before(table, lsn)
         return f"re-baselined {', '.join(sorted(map(str, snapshots)))}"
 
     def _set_phase(self) -> None:
-        self._status.phase = IngestPhase.PAUSED if self._paused else IngestPhase.STREAMING
+        self._status.set_paused(self._paused)
         self._status.changed()
 
     async def _feedback_loop(self) -> None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from laredo_kernel.changes import TableId
 from laredo_kernel.position import format_lsn
 
+from laredo_ingest.domain.baseline_reason import BaselineCause, BaselineReason, TableBaseline
+
 
 class SlotMode(enum.Enum):
     STATEFUL = "stateful"  # permanent slot, resume at confirmed_flush_lsn
@@ -49,6 +51,8 @@ class IngestState:
     paused: bool = False
     #: The source's WAL epoch (laredo_kernel.position.Position.epoch) of the stream's messages.
     epoch: int = 0
+    #: Each table's last completed baseline: why it was taken (the status shows it after a restart too).
+    baselines: tuple[TableBaseline, ...] = ()
 
     @staticmethod
     def table_names(tables: Iterable[TableId | str]) -> tuple[str, ...]:
@@ -102,6 +106,13 @@ class StartPlan:
     #: Non-empty when changes were lost (the slot of a completed baseline is gone or invalidated):
     #: downstream is told (RESYNC_REQUIRED) before the new baseline.
     resync_reason: str = ""
+    #: Why a baseline is taken (None when resuming).
+    cause: BaselineCause | None = None
+
+    @property
+    def baseline_reason(self) -> BaselineReason:
+        """The cause with its detail, for the status (only meaningful for a BASELINE plan)."""
+        return BaselineReason(self.cause or BaselineCause.INITIAL, self.resync_reason or self.reason)
 
 
 def plan_start(*, mode: SlotMode, slot_name: str, database: str, slot: SlotInfo | None,
@@ -111,42 +122,58 @@ def plan_start(*, mode: SlotMode, slot_name: str, database: str, slot: SlotInfo 
     and table set completed; otherwise (re)create the slot and baseline."""
     drop = slot is not None
     if mode is SlotMode.EPHEMERAL:
-        return StartPlan(StartKind.BASELINE, drop, "ephemeral slot mode takes a baseline on every start")
+        return StartPlan(StartKind.BASELINE, drop, "ephemeral slot mode takes a baseline on every start",
+                         cause=BaselineCause.EPHEMERAL_SLOT)
     if always_baseline:
-        return StartPlan(StartKind.BASELINE, drop, "always_baseline is set")
-    continuous = (state is not None and state.baseline_complete and state.slot_name == slot_name
-                  and state.system_identifier == system_identifier)
+        return StartPlan(StartKind.BASELINE, drop, "always_baseline is set", cause=BaselineCause.ALWAYS_BASELINE)
     if slot is None:
         reason = f"replication slot {slot_name} does not exist"
-        if continuous:
+        problem = _state_problem(state, slot_name, system_identifier)
+        if problem is None:  # a completed baseline of this very slot: the slot was dropped since
             return StartPlan(StartKind.BASELINE, False, reason + " any more (dropped?)",
-                             f"replication slot {slot_name} was dropped; changes made since may be missing")
-        return StartPlan(StartKind.BASELINE, False, reason)
+                             f"replication slot {slot_name} was dropped; changes made since may be missing",
+                             cause=BaselineCause.SLOT_DROPPED)
+        return StartPlan(StartKind.BASELINE, False, f"{reason} ({problem.detail})", cause=problem.cause)
     problem = _resume_problem(slot, slot_name, database, state, system_identifier, tables)
-    if problem:
-        lost = continuous and slot.wal_status == "lost"
-        return StartPlan(StartKind.BASELINE, True, problem, problem if lost else "")
+    if problem is not None:
+        lost = problem.cause is BaselineCause.SLOT_INVALIDATED and \
+            _state_problem(state, slot_name, system_identifier) is None
+        return StartPlan(StartKind.BASELINE, True, problem.detail, problem.detail if lost else "",
+                         cause=problem.cause)
     baseline_id = state.baseline_id if state is not None else ""
     return StartPlan(StartKind.RESUME, False, f"baseline {baseline_id} of slot {slot_name} is complete")
 
 
 def _resume_problem(slot: SlotInfo, slot_name: str, database: str, state: IngestState | None,
-                    system_identifier: str, tables: Iterable[TableId | str]) -> str:
+                    system_identifier: str, tables: Iterable[TableId | str]) -> BaselineReason | None:
     if slot.plugin != "pgoutput" or slot.database != database or slot.temporary:
-        return (f"slot {slot_name} is not a permanent pgoutput slot of database {database} "
-                f"(plugin {slot.plugin!r}, database {slot.database!r})")
+        return BaselineReason(BaselineCause.SLOT_UNUSABLE,
+                              f"slot {slot_name} is not a permanent pgoutput slot of database {database} "
+                              f"(plugin {slot.plugin!r}, database {slot.database!r})")
     if slot.wal_status == "lost":
-        return f"slot {slot_name} was invalidated (wal_status lost): the WAL it needed is gone"
-    if state is None:
-        return "no ingest state recorded for this source"
-    if state.slot_name != slot_name:
-        return f"the recorded baseline belongs to slot {state.slot_name}, not {slot_name}"
-    if state.system_identifier != system_identifier:
-        return (f"the recorded baseline was taken on server {state.system_identifier}, "
-                f"this is server {system_identifier}")
-    if not state.baseline_complete:
-        return "the previous baseline did not complete"
+        return BaselineReason(BaselineCause.SLOT_INVALIDATED,
+                              f"slot {slot_name} was invalidated (wal_status lost): the WAL it needed is gone")
+    problem = _state_problem(state, slot_name, system_identifier)
+    if problem is not None or state is None:
+        return problem
     wanted = IngestState.table_names(tables)
     if tuple(state.tables) != wanted:
-        return f"the configured tables changed from {list(state.tables)} to {list(wanted)}"
-    return ""
+        return BaselineReason(BaselineCause.TABLES_CHANGED,
+                              f"the configured tables changed from {list(state.tables)} to {list(wanted)}")
+    return None
+
+
+def _state_problem(state: IngestState | None, slot_name: str, system_identifier: str) -> BaselineReason | None:
+    """Why the recorded state does not prove a completed baseline of this slot on this server (None: it does)."""
+    if state is None:
+        return BaselineReason(BaselineCause.INITIAL, "no ingest state recorded for this source")
+    if state.slot_name != slot_name:
+        return BaselineReason(BaselineCause.SLOT_CHANGED,
+                              f"the recorded baseline belongs to slot {state.slot_name}, not {slot_name}")
+    if state.system_identifier != system_identifier:
+        return BaselineReason(BaselineCause.SERVER_CHANGED,
+                              f"the recorded baseline was taken on server {state.system_identifier}, "
+                              f"this is server {system_identifier}")
+    if not state.baseline_complete:
+        return BaselineReason(BaselineCause.PREVIOUS_INCOMPLETE, "the previous baseline did not complete")
+    return None

@@ -21,6 +21,7 @@ from laredo_oam.domain.drain import plan_drain
 from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
 from laredo_oam.ports import CoordinationStore
 
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What the addressed instances answered: accepted only if every one of them succeeded."""
@@ -31,7 +32,9 @@ class Outcome:
 
     @property
     def details(self) -> dict[str, Any]:
-        return {r.executed_by or r.command_id: dict(r.details) for r in self.results}
+        """What each instance answered beyond its status, by instance; instances that said nothing more are
+        left out (an empty entry reads as if something were missing)."""
+        return {r.executed_by or r.command_id: dict(r.details) for r in self.results if r.details}
 
 
 class Administration:
@@ -42,11 +45,8 @@ class Administration:
 
     async def reload_table(self, source_id: str, schema: str, table: str) -> Outcome:
         table_id = table_from_request(schema, table)
-        sources = await self._sources(source_id)
-        if not any(t.table == table_id and t.source_id in sources for t in self._catalog.tables):
-            raise NotFound(f"table {table_id} is not configured for source {source_id or 'any'}; "
-                           "see ListTables for the configured tables")
-        sources = [s for s in sources if any(t.table == table_id and t.source_id == s for t in self._catalog.tables)]
+        await self._sources(source_id)  # an unknown source is named first
+        sources = sorted({t.source_id for t in self._catalog.require_table(table_id, source_id)})
         return await self._to_sources(sources, CommandKind.RELOAD, {"schema": table_id.schema,
                                                                     "table": table_id.name})
 

@@ -17,7 +17,7 @@ from laredo_core.coordination.ports import CommandKind, CommandResult, InstanceS
 
 from laredo_oam.application.reports import Reports
 from laredo_oam.domain.catalog import Catalog
-from laredo_oam.domain.errors import CommandTimedOut, NotFound, PreconditionFailed
+from laredo_oam.domain.errors import CommandTimedOut, PreconditionFailed
 from laredo_oam.ports import CoordinationStore
 
 ID_SEPARATOR = ","
@@ -56,8 +56,7 @@ class SnapshotCreation:
     def _check_configured(self, table: TableId) -> None:
         if table in self._stored:
             return
-        if not self._catalog.tables_named(table):
-            raise NotFound(f"table {table} is not configured; ListTables shows the configured tables")
+        self._catalog.require_table(table)  # NotFound naming the configured tables
         raise PreconditionFailed(f"table {table} has no snapshot store: add a snapshot {{ ... }} section to its "
                                  "replication-fanout target (see docs/configuration.md)")
 

@@ -9,6 +9,7 @@ naming the store and the step.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from laredo_core.snapshots.store import SnapshotStore
 from laredo_oam.application.snapshot_creation import Created, SnapshotCreation
 from laredo_oam.domain.catalog import Catalog
 from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed, SnapshotStoreFailed
+from laredo_oam.domain.views import SnapshotSummaryView
 from laredo_oam.ports import CoordinationStore
 
 FANOUT_TARGET = "replication-fanout"
@@ -28,6 +30,7 @@ HOW_TO_CONFIGURE = ("add snapshot { store = local, store_config { path = ... } }
                     "store_config { bucket, endpoint }) to the table's replication-fanout target; see "
                     "docs/configuration.md")
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,23 @@ class Snapshots:
         """CreateSnapshot: the named tables (none: every table with a store) by a live fan-out instance each."""
         self._require_stores()
         return await self._creation.create([parse_table(t, "tables entry") for t in tables], user_meta)
+
+    async def summary(self) -> SnapshotSummaryView:
+        """GetStatus's snapshot_status: the stores configured and what they hold. A store that fails leaves the
+        counts out (logged): the system's status does not depend on a snapshot store answering."""
+        if not self._places:
+            return SnapshotSummaryView(False)
+        store_types = ",".join(sorted({p.store_type for p in self._places.values()}))
+        try:
+            found = await self._snapshots(None)
+        except SnapshotStoreFailed as exc:
+            log.warning("status shows no snapshot counts: %s", exc)
+            return SnapshotSummaryView(True, store_types)
+        if not found:
+            return SnapshotSummaryView(True, store_types)
+        latest = found[0].manifest
+        return SnapshotSummaryView(True, store_types, latest.snapshot_id, round(latest.created_at * 1000),
+                                   len(found))
 
     async def find(self, snapshot_id: str) -> StoredSnapshot:
         """The snapshot with this id, in whichever store and table holds it; NotFound when none does."""

@@ -5,14 +5,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from laredo_core.coordination.ports import InstanceStatus
 from laredo_kernel.changes import TableId
 
+from laredo_oam.application.pipeline_views import pipeline_view
 from laredo_oam.application.reports import Reports
 from laredo_oam.domain.catalog import Catalog, ConfiguredTable, PipelineKey, table_from_request
 from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed
-from laredo_oam.domain.states import PipelineState, is_ready, pipeline_state, service_state
-from laredo_oam.domain.views import ColumnView, PipelineView, Readiness, SourceView, SystemStatus
+from laredo_oam.domain.states import is_ready, service_state
+from laredo_oam.domain.views import (
+    ColumnView,
+    PipelineView,
+    Readiness,
+    SourceView,
+    SystemStatus,
+    TableListing,
+)
 from laredo_oam.ports import CoordinationStore
+
+#: The services whose instances heartbeat into the coordination store.
+SERVICES = ("ingest", "fanout", "query", "snapshot")
 
 
 class StatusView:
@@ -56,6 +68,15 @@ class StatusView:
             reasons.append("no pipeline is configured here: add tables with targets to the configuration")
         return Readiness(not reasons, tuple(reasons))
 
+    async def instances(self, service: str = "") -> tuple[InstanceStatus, ...]:
+        """The live instances (of one service), as their last heartbeats report them."""
+        if service and service not in SERVICES:
+            raise InvalidRequest(f"service {service!r} is not a Laredo service; name one of {', '.join(SERVICES)} "
+                                 "(or none for every service)")
+        reports = await Reports.read(self._store)
+        return tuple(sorted((i for i in reports.instances if not service or i.service == service),
+                            key=lambda i: (i.service, i.instance_id)))
+
     async def source_info(self, source_id: str = "") -> tuple[SourceView, ...]:
         reports = await Reports.read(self._store)
         known = self._source_ids(reports)
@@ -64,8 +85,9 @@ class StatusView:
                            f"known sources: {', '.join(known) or 'none'}")
         return tuple(self._source(reports, s) for s in known if not source_id or s == source_id)
 
-    def list_tables(self) -> tuple[ConfiguredTable, ...]:
-        return self.catalog.tables
+    async def list_tables(self) -> tuple[TableListing, ...]:
+        reports = await Reports.read(self._store)
+        return tuple(TableListing(t, _primary_key(t, reports.reported_columns(t.table))) for t in self.catalog.tables)
 
     async def table_schema(self, schema: str, table: str) -> tuple[ColumnView, ...]:
         table_id = table_from_request(schema, table)
@@ -77,11 +99,7 @@ class StatusView:
         return tuple(_column(position, column) for position, column in enumerate(reported, start=1))
 
     def _configured(self, table: TableId) -> tuple[ConfiguredTable, ...]:
-        configured = self.catalog.tables_named(table)
-        if not configured:
-            known = ", ".join(sorted({str(t.table) for t in self.catalog.tables})) or "none"
-            raise NotFound(f"table {table} is not configured; configured tables: {known}")
-        return configured
+        return self.catalog.require_table(table)
 
     def _pipeline_key(self, pipeline_id: str) -> PipelineKey:
         if not pipeline_id:
@@ -99,16 +117,18 @@ class StatusView:
         return _source(self.catalog, reports, source_id)
 
     def _pipelines(self, reports: Reports, keys: tuple[PipelineKey, ...]) -> tuple[PipelineView, ...]:
-        return tuple(_pipeline(reports, key) for key in keys)
+        return tuple(pipeline_view(reports, key) for key in keys)
 
 
 def system_status_of(reports: Reports, catalog: Catalog) -> SystemStatus:
     """The whole system's status from one read of the instances (pure: GetStatus and WatchStatus share it)."""
-    pipelines = tuple(_pipeline(reports, key) for key in catalog.pipelines())
+    pipelines = tuple(pipeline_view(reports, key) for key in catalog.pipelines())
     sources = tuple(_source(catalog, reports, s) for s in _source_ids(catalog, reports))
     phases = [str(s.details.get("phase", "")) for s in sources if s.reporting]
-    last_change = max((i.heartbeat_unix_ms for i in reports.instances), default=0)
-    return SystemStatus(service_state(phases, (p.state for p in pipelines)), sources, pipelines, last_change)
+    last_change = max((p.last_change_unix_ms for p in pipelines), default=0)
+    started = min((i.started_unix_ms for i in reports.instances if i.started_unix_ms), default=0)
+    return SystemStatus(service_state(phases, (p.state for p in pipelines)), sources, pipelines, last_change,
+                        started)
 
 
 def _source_ids(catalog: Catalog, reports: Reports) -> tuple[str, ...]:
@@ -126,34 +146,14 @@ def _source(catalog: Catalog, reports: Reports, source_id: str) -> SourceView:
     return SourceView(base.source_id, base.source_type, base.supports_resume,
                       str(report.get("received_lsn", "")), str(report.get("confirmed_lsn", "")),
                       int(report.get("lag_bytes", 0) or 0), float(report.get("lag_seconds", 0) or 0),
-                      {"instance_id": instance.instance_id, **report}, reporting=True)
-
-
-def _pipeline(reports: Reports, key: PipelineKey) -> PipelineView:
-    ingest = reports.ingest(key.source_id)
-    targets = reports.target_tables(key)
-    # Several target instances: the least advanced one decides (all must have the baseline to be ready).
-    entry = next((e for _, e in targets if not e.get("baseline_complete")), targets[0][1] if targets else None)
-    state = pipeline_state(None if ingest is None else ingest.status, entry)
-    error = ""
-    if ingest is None:
-        error = f"no ingest instance reports source {key.source_id}; is laredo-ingest running with heartbeats on?"
-    elif state is PipelineState.ERROR:
-        error = str(ingest.status.get("last_error", "")) or "ingest failed"
-    elif not targets:
-        error = f"no {key.target_type} instance reports table {key.table} yet"
-    rows = max((int(e.get("rows", 0) or 0) for _, e in targets), default=0)
-    last = max((i.heartbeat_unix_ms for i, _ in targets), default=0)
-    # Every instance of a target reads the whole stream and records the same letters (one id each in the
-    # store), so the count of the instance that failed the most stands for the pipeline.
-    dead_letters = max((int(e.get("dead_letters", 0) or 0) for _, e in targets), default=0)
-    return PipelineView(key, state, rows, error, last, dead_letters)
+                      {"instance_id": instance.instance_id, **_started(instance), **report}, reporting=True)
 
 
 def _not_ready(view: PipelineView) -> list[str]:
     if is_ready(view.state):
         return []
-    why = f": {view.error_message}" if view.error_message else ""
+    because = view.error_message or view.paused_because
+    why = f": {because}" if because else ""
     return [f"pipeline {view.pipeline_id} is {view.state.value}{why}"]
 
 
@@ -163,3 +163,19 @@ def _column(position: int, column: Any) -> ColumnView:
     return ColumnView(int(column.get("ordinal_position", position)), str(column.get("name", "")),
                       str(column.get("type", column.get("data_type", ""))), bool(column.get("not_null", False)),
                       int(column.get("primary_key_ordinal", 0) or 0))
+
+
+def _primary_key(table: ConfiguredTable, reported: list[Any]) -> tuple[str, ...]:
+    """A primary key configured on a target, else the key columns reported, in key order."""
+    configured = next((t.options["primary_key"] for t in table.targets if t.options.get("primary_key")), None)
+    if isinstance(configured, str):
+        return tuple(name.strip() for name in configured.split(",") if name.strip())
+    if isinstance(configured, list):
+        return tuple(str(name) for name in configured)
+    columns = [_column(position, column) for position, column in enumerate(reported, start=1)]
+    return tuple(c.name for c in sorted((c for c in columns if c.primary_key_ordinal > 0),
+                                        key=lambda c: c.primary_key_ordinal))
+
+
+def _started(instance: InstanceStatus) -> dict[str, int]:
+    return {"instance_started_unix_ms": instance.started_unix_ms} if instance.started_unix_ms else {}

@@ -8,7 +8,7 @@ from typing import Any
 
 from laredo_kernel.changes import TableId
 
-from laredo_oam.domain.errors import InvalidRequest
+from laredo_oam.domain.errors import InvalidRequest, NotFound
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,19 @@ class Catalog:
 
     def tables_named(self, table: TableId) -> tuple[ConfiguredTable, ...]:
         return tuple(t for t in self.tables if t.table == table)
+
+    def require_table(self, table: TableId, source_id: str = "") -> tuple[ConfiguredTable, ...]:
+        """The table's configurations (of `source_id` only, when given); NotFound naming the configured tables."""
+        named = self.tables_named(table)
+        found = tuple(t for t in named if not source_id or t.source_id == source_id)
+        if found:
+            return found
+        known = ", ".join(sorted({str(t.table) for t in self.tables})) or "none"
+        if named:
+            sources = ", ".join(sorted({t.source_id for t in named}))
+            raise NotFound(f"table {table} is not configured for source {source_id}; it comes from source "
+                           f"{sources} (leave the source out or name that one)")
+        raise NotFound(f"table {table} is not configured; configured tables: {known} (see ListTables)")
 
 
 def table_from_request(schema: str, table: str) -> TableId:

@@ -74,5 +74,6 @@ def service_state(ingest_phases: Iterable[str], pipelines: Iterable[PipelineStat
 
 
 def is_ready(state: PipelineState) -> bool:
-    """A pipeline serves complete, current data (a paused one holds its position and still serves)."""
-    return state in (PipelineState.STREAMING, PipelineState.PAUSED)
+    """A pipeline serves complete, current data. A paused one is not ready: its target still serves what it
+    has, but changes made since the pause are not applied (CheckReady names the pause and the WAL waiting)."""
+    return state is PipelineState.STREAMING

@@ -113,7 +113,7 @@ class ChangeApplier:
             self.dead_letters.change_failed(target.source_id, message, index, str(exc))
 
         outcome = replay(target.indexed, target, batch, effect, refused=(ChangeRejected,), on_refused=rejected,
-                         on_applied=applied)
+                         on_applied=applied, counts=target.applied)
         if outcome.skipped:
             target.position_regressions = self.regressions.report(
                 target.table, message.stream_sequence, batch.changes[0].position, outcome.applied_before,

@@ -123,4 +123,5 @@ class QueryService:
                         else f"baseline in progress, {len(target.indexed)} rows so far")
             raise TableNotReady(f"{target.name} is not loaded yet ({progress}); retry shortly, or wait "
                                 "until /health/ready or gRPC health reports it ready")
+        target.reads += 1
         return target

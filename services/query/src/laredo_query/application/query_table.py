@@ -8,6 +8,7 @@ from typing import Any
 from laredo_kernel.changes import TableId
 from laredo_core.deadletters.key_watch import KeyWatch
 from laredo_kernel.position import Position
+from laredo_kernel.table_replay import AppliedCounts
 
 from laredo_query.application.subscriptions import SubscriberHub
 from laredo_query.domain.indexed_table import IndexedTable
@@ -50,8 +51,10 @@ class QueryTable:
         self.skipped_changes = 0
         self.position_regressions = 0  # messages at or before the applied position (see PositionRegressions)
         self.dead_letters = 0  # changes (or messages) of the stream this instance could not apply
+        self.applied = AppliedCounts()  # changes of transactions applied since this instance started
         self.watch = KeyWatch()  # rows changed after a rejected change (replays skip what was overtaken)
         self.baselines_completed = 0
+        self.reads = 0  # Lookup, LookupAll, GetRow, ListRows and CountRows served
         self._signal = signal
         self._was_ready = False
 
@@ -94,7 +97,8 @@ class QueryTable:
         status: dict[str, Any] = {
             "ready": self.ready, "baseline_complete": self.baseline_complete, "caught_up": self.caught_up,
             "rows": len(self.indexed), "position": str(self.applied_position or ""),
-            "indexes": self.indexed.index_stats(), "subscribers": len(self.subscribers),
+            "indexes": self.indexed.index_stats(), "applied": self.applied.report(),
+            "subscribers": len(self.subscribers),
             "subscriber_events_dropped": self.subscribers.dropped,
         }
         if self.indexed.problems:

@@ -63,7 +63,8 @@ class IndexedTable:
         return list(self._problems.values())
 
     def index_stats(self) -> dict[str, dict[str, Any]]:
-        return {name: {"unique": index.unique, "keys": len(index), "shared_keys": index.shared_keys}
+        return {name: {"fields": list(index.spec.fields), "unique": index.unique, "keys": len(index),
+                       "shared_keys": index.shared_keys}
                 for name, index in self._indexes.items()}
 
     def set_columns(self, columns: tuple[ColumnInfo, ...], key_columns: tuple[str, ...]) -> None:

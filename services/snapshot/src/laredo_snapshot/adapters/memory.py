@@ -51,17 +51,6 @@ class _Span:
         self.attributes[key] = value
 
 
-class SilentObserver:
-    """Records nothing (telemetry.exporter = none)."""
-
-    @contextlib.contextmanager
-    def phase(self, name: str, attributes: Mapping[str, Any]) -> Iterator[_Span]:
-        yield _Span({})
-
-    def record(self, name: str, value: float, attributes: Mapping[str, str] | None = None) -> None:
-        pass
-
-
 @dataclass
 class RecordingObserver:
     """Keeps every phase (name, attributes, nesting depth) and measurement, for tests."""

@@ -57,19 +57,23 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
 
     @mapped_errors
     async def GetStatus(self, request: oam_pb2.GetStatusRequest, context: Context) -> oam_pb2.GetStatusResponse:
-        return mappers.system_status(await self._status.system_status())
+        summary = await self._snapshots.summary() if self._snapshots is not None else None
+        return mappers.system_status(await self._status.system_status(), summary)
 
     @mapped_errors
     async def GetTableStatus(self, request: oam_pb2.GetTableStatusRequest,
                              context: Context) -> oam_pb2.GetTableStatusResponse:
         pipelines = await self._status.table_status(request.schema, request.table)
-        return oam_pb2.GetTableStatusResponse(pipelines=[mappers.pipeline(p) for p in pipelines])
+        # The table's indexes are those of its indexed-memory target (one per table).
+        indexes = next((p.indexes for p in pipelines if p.indexes), ())
+        return oam_pb2.GetTableStatusResponse(pipelines=[mappers.pipeline(p) for p in pipelines],
+                                              indexes=mappers.indexes(indexes))
 
     @mapped_errors
     async def GetPipelineStatus(self, request: oam_pb2.GetPipelineStatusRequest,
                                 context: Context) -> oam_pb2.GetPipelineStatusResponse:
         view = await self._status.pipeline_status(request.pipeline_id)
-        return oam_pb2.GetPipelineStatusResponse(status=mappers.pipeline(view))
+        return oam_pb2.GetPipelineStatusResponse(status=mappers.pipeline(view), indexes=mappers.indexes(view.indexes))
 
     async def WatchStatus(self, request: oam_pb2.WatchStatusRequest,
                           context: Context) -> AsyncIterator[oam_pb2.WatchStatusResponse]:
@@ -100,11 +104,17 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
         return oam_pb2.GetSourceInfoResponse(sources=[mappers.source_info(s) for s in sources])
 
     @mapped_errors
+    async def ListInstances(self, request: oam_pb2.ListInstancesRequest,
+                            context: Context) -> oam_pb2.ListInstancesResponse:
+        instances = await self._status.instances(request.service)
+        return oam_pb2.ListInstancesResponse(instances=[mappers.instance_info(i) for i in instances])
+
+    @mapped_errors
     async def ListTables(self, request: oam_pb2.ListTablesRequest, context: Context) -> oam_pb2.ListTablesResponse:
         catalog = self._status.catalog
         return oam_pb2.ListTablesResponse(tables=[
-            config for table in self._status.list_tables()
-            for config in mappers.table_configs(table, catalog.source(table.source_id))])
+            config for listing in await self._status.list_tables()
+            for config in mappers.table_configs(listing, catalog.source(listing.table.source_id))])
 
     @mapped_errors
     async def GetTableSchema(self, request: oam_pb2.GetTableSchemaRequest,
