@@ -82,6 +82,7 @@ class SystemConfig:
     ingest: str = ""
     fanout_target: str = ""
     query_target: str = ""
+    sections: str = ""  # whole sections added at the end (auth { ... })
 
 
 def write_config(path: Path, *, dsn: str, nats_url: str, redis_url: str, prefix: str, table: TableId,
@@ -101,6 +102,7 @@ query {{ grpc {{ host = 127.0.0.1, port = {ports["query"]} }}, health_host = 127
   health_port = {health["query"]}, status_interval = 1s }}
 oam {{ grpc {{ host = 127.0.0.1, port = {ports["oam"]} }}, health_host = 127.0.0.1,
   health_port = {health["oam"]}, command_timeout = 15s }}
+{extra.sections}
 """)
     return path
 

@@ -30,6 +30,7 @@ const $ = <T extends HTMLElement>(selector: string): T => document.querySelector
 const lagHistory: { at: number; bytes: number; seconds: number }[] = [];
 let role: string | null = null;
 let watching: AbortController | null = null;
+let signedIn = false;
 
 function el(tag: string, text = "", className = ""): HTMLElement {
   const node = document.createElement(tag);
@@ -100,12 +101,15 @@ function json(value: JsonValue | undefined): JsonObject {
   return value && typeof value === "object" && !Array.isArray(value) ? value : {};
 }
 
-async function identify(): Promise<void> {
+/** Who the token says the caller is; false when this OAM wants a (valid) token first. */
+async function identify(): Promise<boolean> {
   const answer = await fetch("/console/identity", { headers: token ? { Authorization: `Bearer ${token}` } : {} });
   const body = await answer.json();
   role = answer.ok ? body.role : null;
-  $("#identity").textContent = answer.ok ? `${body.name} · ${body.role ?? "no role"}` : body.error;
+  $("#identity").textContent = answer.ok ? `${body.name} · ${body.role ?? "no role"}` : "not signed in";
   document.body.classList.toggle("admin", role === "admin");
+  if (!answer.ok) showError(`${body.error} Enter a read or admin token above.`);
+  return answer.ok;
 }
 
 function renderStatus(status: GetStatusResponse): void {
@@ -283,6 +287,7 @@ async function watch(): Promise<void> {
 }
 
 async function refresh(): Promise<void> {
+  if (!signedIn) return;
   try {
     const [status, instances] = await Promise.all([oam.getStatus({}), oam.listInstances({ service: "fanout" })]);
     renderStatus(status);
@@ -294,20 +299,26 @@ async function refresh(): Promise<void> {
   }
 }
 
+async function load(): Promise<void> {
+  showError(null);
+  signedIn = await identify();
+  if (!signedIn) {
+    watching?.abort();
+    return;
+  }
+  await Promise.all([refresh(), renderTables().catch(showError)]);
+  void watch();
+}
+
 async function start(): Promise<void> {
   $("#token").setAttribute("value", token);
   $("#login").addEventListener("submit", async (event) => {
     event.preventDefault();
     token = ($("#token") as HTMLInputElement).value.trim();
     sessionStorage.setItem(TOKEN_KEY, token);
-    showError(null);
-    await identify();
-    await Promise.all([refresh(), renderTables().catch(showError)]);
-    void watch();
+    await load();
   });
-  await identify();
-  await Promise.all([refresh(), renderTables().catch(showError)]);
-  void watch();
+  await load();
   setInterval(refresh, REFRESH_MS);
 }
 

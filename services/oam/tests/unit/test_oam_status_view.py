@@ -206,3 +206,19 @@ async def test_pipelines_carry_the_last_baseline_the_applied_counts_and_the_inde
     assert (await view.system_status()).last_change_unix_ms == 1_700_000_060_000
     [index] = mappers.indexes((await view.pipeline_status(query_users)).indexes)
     assert (index.name, list(index.fields), index.unique, index.entry_count) == ("by_email", ["email"], True, 42)
+
+
+async def test_instances_are_listed_with_their_reports_by_service(store: InMemoryCoordinationStore,
+                                                                 view: StatusView) -> None:
+    await beat(store, "ingest", "i1", ingest_report())
+    await beat(store, "fanout", "f2", {**fanout_report({"public.users": {}}), "draining": True})
+    await beat(store, "fanout", "f1", fanout_report({"public.users": {"rows": 42}}))
+    fanouts = await view.instances("fanout")
+    assert [i.instance_id for i in fanouts] == ["f1", "f2"]
+    answers = [mappers.instance_info(i) for i in fanouts]
+    assert [(a.service, a.instance_id, a.ready, a.draining) for a in answers] == [
+        ("fanout", "f1", True, False), ("fanout", "f2", True, True)]
+    assert answers[0].status["tables"]["public.users"]["rows"] == 42 and answers[0].HasField("heartbeat_at")
+    assert [i.service for i in await view.instances()] == ["fanout", "fanout", "ingest"]
+    with pytest.raises(InvalidRequest, match="not a Laredo service; name one of ingest, fanout"):
+        await view.instances("fanuot")
