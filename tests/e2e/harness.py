@@ -10,6 +10,8 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +112,17 @@ class ServiceProcess:
         except OSError:
             return "(no log)"
 
+
+
+@contextmanager
+def serving(process: ServiceProcess, timeout: float = 90.0) -> Iterator[ServiceProcess]:
+    """The process started and ready; stopped afterwards."""
+    process.start()
+    try:
+        process.wait_ready(timeout)
+        yield process
+    finally:
+        process.stop()
 
 
 def mixed_changes(conn: psycopg.Connection, table: str, rnd: random.Random, live: list[int], next_id: int,

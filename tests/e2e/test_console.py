@@ -16,7 +16,7 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from laredo_kernel.changes import TableId
 
-from tests.e2e.harness import ServiceProcess, create_table, free_port
+from tests.e2e.harness import ServiceProcess, create_table, free_port, serving
 from tests.e2e.system import System, SystemConfig, running_system
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -50,12 +50,8 @@ def second_fanout(system: System, tmp_path: Path) -> Iterator[ServiceProcess]:
     process = ServiceProcess("fanout", tmp_path / "laredo.conf", free_port(), tmp_path / "fanout-b.log")
     process.extra_args = ["--set", f"fanout.grpc.port={free_port()}", "--set",
                           f"fanout.health_port={process.health_port}", "--set", f"fanout.instance_id={SECOND_FANOUT}"]
-    process.start()
-    try:
-        process.wait_ready(90)
+    with serving(process):
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from laredo.v1 import query_pb2
 from laredo_kernel.changes import TableId
 from laredo_testing.eventually import eventually
 
-from tests.e2e.harness import ServiceProcess, create_table, free_port
+from tests.e2e.harness import ServiceProcess, create_table, free_port, serving
 from tests.e2e.system import SERVICES, System, SystemConfig, connected_replica, running_system
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -69,12 +69,8 @@ def snapshot_service(system: System, tmp_path: Path) -> Iterator[ServiceProcess]
     process.extra_args = ["--set", "snapshot.engine=sequential", "--set", "snapshot.interval=1s",
                           "--set", "snapshot.health_host=127.0.0.1",
                           "--set", f"snapshot.health_port={process.health_port}"]
-    process.start()
-    try:
-        process.wait_ready(90)
+    with serving(process):
         yield process
-    finally:
-        process.stop()
 
 
 async def test_every_service_serves_prometheus_metrics_that_move_when_changes_flow(
