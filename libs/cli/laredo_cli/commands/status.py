@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from laredo.v1 import oam_pb2
@@ -13,14 +14,17 @@ from laredo_cli.commands.common import (
     enum_name,
     print_json,
     positive_int,
+    seconds,
     stream_messages,
     table_name,
     text_or_dash,
     when,
 )
-from laredo_cli.errors import ExitCode, Refused
+from laredo_cli import progress
+from laredo_cli.errors import CliError, ExitCode, Refused
+from laredo_cli.progress import Work
 from laredo_cli.output import format_value
-from laredo_cli.protojson import struct_to_dict, timestamp_text
+from laredo_cli.protojson import message_to_json, struct_to_dict, timestamp_text
 
 SERVICE_STATE = "SERVICE_STATE_"
 PIPELINE_STATE = "PIPELINE_STATE_"
@@ -40,10 +44,15 @@ def register(commands: Registrar) -> None:
         description="The overall state (STARTING, BASELINING, STREAMING, PAUSED, RELOADING, ERROR), every "
                     "source with its positions and lag (- while not known yet), and every pipeline (one per "
                     "table and target) with its state, row count and why its last baseline was taken. --table "
-                    "narrows to one table (with its indexes), --pipeline shows one pipeline in full. OAM RPCs "
-                    "GetStatus, GetTableStatus, GetPipelineStatus.",
-        examples=["laredo status", "laredo status --table public.users",
+                    "narrows to one table (with its indexes), --pipeline shows one pipeline in full. Long work "
+                    "in progress (baselines, restores, replays, snapshot compactions) is listed with a progress "
+                    "bar, rows, rate and ETA; --watch redraws it all every few seconds until Ctrl-C or "
+                    "--timeout. OAM RPCs GetStatus, GetTableStatus, GetPipelineStatus, ListInstances.",
+        examples=["laredo status", "laredo status --table public.users", "laredo status --watch",
                   "laredo status --pipeline pg:public.users:replication-fanout --json"])
+    status.add_argument("--watch", nargs="?", const=2.0, type=seconds, metavar="SECONDS",
+                        help="redraw every SECONDS (default 2) with progress bars; with --json one JSON object "
+                             "per line: {status, in_progress}")
     which = status.add_mutually_exclusive_group()
     which.add_argument("--table", type=table_name, metavar="SCHEMA.TABLE", help="only this table's pipelines")
     which.add_argument("--pipeline", metavar="ID", help="one pipeline: <source>:<schema>.<table>:<target-type>")
@@ -109,9 +118,16 @@ def run_status(ctx: Context) -> ExitCode | None:
         show_pipelines(ctx, answer.pipelines)
         show_indexes(ctx, answer.indexes)
         return None
+    if args.watch is not None:
+        return watch_status(ctx, args.watch)
     answer = ctx.oam.call("GetStatus", oam_pb2.GetStatusRequest())
     if ctx.json:
         return print_json(ctx, answer)
+    show_status(ctx, answer, work_in_progress(ctx, answer))
+    return None
+
+
+def show_status(ctx: Context, answer: oam_pb2.GetStatusResponse, work: list[Work]) -> None:
     summary = [("snapshots", snapshot_summary(answer.snapshot_status))] if answer.HasField("snapshot_status") else []
     ctx.output.fields([("state", service_state(answer.state)),
                        ("started", when(answer.started_at, answer.HasField("started_at"))),
@@ -120,7 +136,48 @@ def run_status(ctx: Context) -> ExitCode | None:
     show_sources(ctx, answer.sources)
     ctx.output.line()
     show_pipelines(ctx, answer.pipelines)
-    return None
+    if work:
+        ctx.output.line()
+        ctx.output.line("IN PROGRESS")
+        ctx.output.lines(progress.lines(work))
+
+
+def work_in_progress(ctx: Context, answer: oam_pb2.GetStatusResponse) -> list[Work]:
+    """Baselines from the sources' reports; restores, replays and compactions from the instances' (none from an
+    OAM without ListInstances)."""
+    try:
+        instances = ctx.oam.call("ListInstances", oam_pb2.ListInstancesRequest()).instances
+    except CliError as error:
+        if error.exit_code is not ExitCode.UNIMPLEMENTED:
+            raise
+        instances = []
+    return progress.in_progress(
+        ((s.source_id, struct_to_dict(s.source_details)) for s in answer.sources),
+        ({"service": i.service, "instance_id": i.instance_id, "status": struct_to_dict(i.status)}
+         for i in instances), int(time.time() * 1000))
+
+
+def watch_status(ctx: Context, every: float) -> ExitCode:
+    """Redraw the status every `every` seconds until Ctrl-C or --timeout."""
+    deadline = time.monotonic() + ctx.args.timeout if ctx.args.timeout else None
+    clear = not ctx.json and ctx.output.out.isatty()
+    try:
+        while True:
+            answer = ctx.oam.call("GetStatus", oam_pb2.GetStatusRequest())
+            work = work_in_progress(ctx, answer)
+            if ctx.json:
+                ctx.output.json_line({"status": message_to_json(answer), "in_progress": [w.to_json() for w in work]})
+            else:
+                if clear:
+                    ctx.output.line("\x1b[H\x1b[2J")
+                show_status(ctx, answer, work)
+                ctx.output.line(f"\n(every {every:g}s; Ctrl-C stops)")
+                ctx.output.out.flush()
+            if deadline is not None and time.monotonic() + every > deadline:
+                return ExitCode.OK
+            time.sleep(every)  # a redraw, not a hot path
+    except KeyboardInterrupt:
+        return ExitCode.OK
 
 
 def snapshot_summary(summary: oam_pb2.SnapshotSummary) -> str:

@@ -387,3 +387,28 @@ async def test_reset_prints_only_the_details_instances_gave(oam: FakeOamServer) 
     result = await laredo(oam, "reset", "pg", "--yes")
     assert (result.code, result.out) == (0, "reset of source pg: accepted\n  ingest:pg: succeeded (slot reset)\n"
                                             '  other: {"slot":"laredo_pg"}\n'), result
+
+
+async def test_status_lists_long_work_in_progress_and_watch_redraws_it(oam: FakeOamServer) -> None:
+    status = oam_pb2.GetStatusResponse(state=oam_pb2.SERVICE_STATE_BASELINING)
+    source = status.sources.add(source_id="pg", source_type="postgresql")
+    source.source_details.update({"phase": "baseline", "baseline": {
+        "running": True, "table": "public.users", "rows": 300, "expected_rows": 1200, "rows_per_second": 100.0,
+        "eta_seconds": 9.0}})
+    oam.servicer.responses["GetStatus"] = status
+    instances = oam_pb2.ListInstancesResponse()
+    restore = instances.instances.add(service="query", instance_id="q1")
+    restore.status.update({"replays": {"r1": {"kind": "restore", "table": "public.users", "state": "running",
+                                              "phase": "loading", "rows_replayed": 0}}})
+    oam.servicer.responses["ListInstances"] = instances
+    shown = await laredo(oam, "status")
+    assert shown.code == 0, shown
+    assert shown.out.splitlines()[-3:] == [
+        "IN PROGRESS",
+        "baseline   public.users (source pg)  [######..................]  25%  300/1,200 rows, 100 rows/s, ETA 9s",
+        "restore    public.users on query q1  [#####...................]  20%  loading (2/6)",
+    ]
+    watched = await laredo(oam, "status", "--watch", "0.2", "--timeout", "1", "--json")
+    assert watched.code == 0, watched
+    frames = [line for line in watched.out.splitlines() if line]
+    assert len(frames) >= 2 and all('"in_progress":[{"kind":"baseline"' in frame for frame in frames)

@@ -55,7 +55,7 @@ async def test_the_token_goes_with_unary_and_streaming_calls(start_oam: StartOam
 async def test_no_token_no_header(start_oam: StartOam) -> None:
     oam = await start_oam()
     assert (await run_in_process("--server", oam.address, "status")).code == 0
-    assert oam.recorder.authorizations() == [None]
+    assert oam.recorder.authorizations() == [None, None]  # GetStatus, ListInstances
 
 
 async def test_the_token_from_the_environment_and_a_file_in_a_real_process(start_oam: StartOam,
@@ -68,7 +68,7 @@ async def test_the_token_from_the_environment_and_a_file_in_a_real_process(start
                                                   "LAREDO_TOKEN_FILE": str(token_file)})
     assert (by_env.code, by_file.code) == (0, 0), (by_env, by_file)
     no_secret(by_env)
-    assert oam.recorder.authorizations() == [f"Bearer {TOKEN}", "Bearer token-from-file"]
+    assert oam.recorder.authorizations() == [f"Bearer {TOKEN}"] * 2 + ["Bearer token-from-file"] * 2
 
 
 async def test_the_query_service_gets_the_same_token(start_oam: StartOam) -> None:
@@ -100,13 +100,13 @@ async def test_tls_with_the_ca_and_mutual_tls_with_a_client_certificate(start_oa
                                   str(tls_files.client_cert), "--key", str(tls_files.client_key), "--token", TOKEN,
                                   "status")
     assert mutual.code == 0, mutual
-    assert oam.recorder.authorizations() == [f"Bearer {TOKEN}"]
+    assert oam.recorder.authorizations() == [f"Bearer {TOKEN}"] * 2
     without_cert = await run_in_process("--server", address, "--ca", str(tls_files.ca), "status")
     assert without_cert.code == 11 and "--cert FILE --key FILE" in without_cert.err, without_cert
     stranger = await run_in_process("--server", address, "--ca", str(tls_files.ca), "--cert",
                                     str(tls_files.stranger_cert), "--key", str(tls_files.stranger_key), "status")
     assert stranger.code == 11 and "does not accept the client certificate" in stranger.err, stranger
-    assert len(oam.recorder.calls) == 1, "no call got through without a trusted client certificate"
+    assert len(oam.recorder.calls) == 2, "no call got through without a trusted client certificate"
 
 
 async def test_tls_needs_the_ca_and_a_cleartext_port_is_named(start_oam: StartOam, tls_files: TlsFiles) -> None:

@@ -161,6 +161,45 @@ function progress(baseline: JsonObject): Node {
   return box;
 }
 
+const PHASES = ["waiting", "loading", "tail", "catching_up", "installing", "done"];
+
+/** Baselines (from the sources' reports), restores and replays by phase, compactions (from the instances'). */
+function renderWork(status: GetStatusResponse, instances: InstanceInfo[]): void {
+  const items: Node[] = [];
+  for (const source of status.sources) {
+    const baseline = json(json(source.sourceDetails)["baseline"]);
+    if (baseline["running"]) items.push(workItem(`baseline of ${baseline["table"]} (source ${source.sourceId})`,
+                                                  progress(baseline)));
+  }
+  for (const instance of instances) {
+    const report = json(instance.status);
+    for (const rebuild of Object.values(json(report["replays"])).map(json)) {
+      if (rebuild["state"] !== "running") continue;
+      const phase = String(rebuild["phase"] ?? "waiting");
+      const bar = document.createElement("progress");
+      bar.max = PHASES.length - 1;
+      bar.value = Math.max(0, PHASES.indexOf(phase));
+      const seconds = (Date.now() - Number(rebuild["started_unix_ms"] ?? Date.now())) / 1000;
+      const box = el("span");
+      box.append(bar, ` ${phase}, ${rebuild["rows_replayed"] ?? 0} rows, for ${seconds.toFixed(0)} s`);
+      items.push(workItem(`${rebuild["kind"]} of ${rebuild["table"]} on ${instance.service} ${instance.instanceId}`,
+                          box));
+    }
+    if (report["compacting"]) {
+      const since = Number(report["compacting_since_unix_ms"] ?? 0);
+      items.push(workItem(`compaction of ${report["compacting"]} on ${instance.instanceId}`,
+                          el("span", since ? `for ${((Date.now() - since) / 1000).toFixed(0)} s` : "running")));
+    }
+  }
+  $("#work").replaceChildren(...(items.length ? items : [el("li", "nothing long running")]));
+}
+
+function workItem(title: string, detail: Node): HTMLElement {
+  const item = el("li");
+  item.append(el("strong", title), " ", detail);
+  return item;
+}
+
 function drawLag(): void {
   const canvas = $<HTMLCanvasElement>("#lag-chart");
   const context = canvas.getContext("2d");
@@ -289,9 +328,10 @@ async function watch(): Promise<void> {
 async function refresh(): Promise<void> {
   if (!signedIn) return;
   try {
-    const [status, instances] = await Promise.all([oam.getStatus({}), oam.listInstances({ service: "fanout" })]);
+    const [status, instances] = await Promise.all([oam.getStatus({}), oam.listInstances({})]);
     renderStatus(status);
-    renderInstances(instances.instances);
+    renderWork(status, instances.instances);
+    renderInstances(instances.instances.filter((i) => i.service === "fanout"));
     await Promise.all([renderSnapshots().catch(() => undefined), renderDeadLetters(status)]);
     document.body.dataset.refreshed = String(Date.now());
   } catch (error) {

@@ -62,6 +62,7 @@ class SnapshotService:
         self.interval = interval
         self._lock = asyncio.Lock()
         self.running: TableId | None = None
+        self.running_since = 0.0  # clock time the running compaction started
         self.last: dict[TableId, TableRun] = {}
         self.passes = 0
 
@@ -88,7 +89,7 @@ class SnapshotService:
             return runs
 
     async def _run_table(self, table: TableId, user_meta: Mapping[str, Any] | None) -> TableRun:
-        self.running = table
+        self.running, self.running_since = table, self._clock.now()
         try:
             outcome = await self._compactions[table].run(user_meta)
             run = TableRun(table, outcome, finished_at=self._clock.now())
@@ -114,6 +115,7 @@ class SnapshotService:
         return {
             "ready": True,
             "compacting": str(self.running) if self.running is not None else "",
+            "compacting_since_unix_ms": int(self.running_since * 1000) if self.running is not None else 0,
             "passes": self.passes,
             "interval_seconds": self.interval,
             "tables": {str(t): (self.last[t].to_status() if t in self.last else {}) for t in self._compactions},
