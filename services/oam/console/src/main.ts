@@ -205,17 +205,21 @@ function drawLag(): void {
   const context = canvas.getContext("2d");
   if (!context) return;
   context.clearRect(0, 0, canvas.width, canvas.height);
-  const most = Math.max(1, ...lagHistory.map((p) => p.bytes));
-  context.strokeStyle = "#3461c1";
-  context.beginPath();
-  lagHistory.forEach((point, i) => {
-    const x = (i / (CHART_POINTS - 1)) * canvas.width;
-    const y = canvas.height - 10 - (point.bytes / most) * (canvas.height - 20);
-    if (i === 0) context.moveTo(x, y); else context.lineTo(x, y);
+  const series: [string, string, (p: { bytes: number; seconds: number }) => number][] = [
+    ["#3461c1", "bytes", (p) => p.bytes], ["#c2410c", "seconds", (p) => p.seconds]];
+  series.forEach(([color, label, value], line) => {
+    const most = Math.max(1, ...lagHistory.map(value));
+    context.strokeStyle = color;
+    context.beginPath();
+    lagHistory.forEach((point, i) => {
+      const x = (i / (CHART_POINTS - 1)) * canvas.width;
+      const y = canvas.height - 10 - (value(point) / most) * (canvas.height - 30);
+      if (i === 0) context.moveTo(x, y); else context.lineTo(x, y);
+    });
+    context.stroke();
+    context.fillStyle = color;
+    context.fillText(`lag, ${label} (max ${most})`, 8 + line * 220, 12);
   });
-  context.stroke();
-  context.fillStyle = "#1d2330";
-  context.fillText(`lag, bytes (max ${most})`, 8, 12);
 }
 
 function renderInstances(instances: InstanceInfo[]): void {
