@@ -36,4 +36,6 @@ def test_services_answer_under_spec_and_upstream_names() -> None:
                            ("laredo.v1.TableSyncOAM", "laredo.v1.LaredoOAMService"),
                            ("laredo.v1.TableSyncQuery", "laredo.v1.LaredoQueryService")):
         assert names[spec] == names[upstream] and names[spec]
-    assert len(names["laredo.v1.TableSyncOAM"]) == 26
+    extensions = ["ListInstances"]  # Laredo's own, after the specification's 26
+    assert len(names["laredo.v1.TableSyncOAM"]) == 26 + len(extensions)
+    assert names["laredo.v1.TableSyncOAM"][26:] == extensions
