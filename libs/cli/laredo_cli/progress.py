@@ -45,9 +45,7 @@ def in_progress(sources: Iterable[tuple[str, Mapping[str, Any]]], instances: Ite
         work += [_rebuild(report, where, now_unix_ms) for report in (status.get("replays") or {}).values()
                  if isinstance(report, Mapping) and report.get("state") == "running"]
         if status.get("compacting"):
-            since = int(status.get("compacting_since_unix_ms") or 0)
-            work.append(Work("compaction", f"{status['compacting']} on {where}",
-                             elapsed=max(0.0, (now_unix_ms - since) / 1000) if since else 0.0))
+            work.append(_compaction(status, where, now_unix_ms))
     return work
 
 
@@ -70,6 +68,15 @@ def _rebuild(report: Mapping[str, Any], where: str, now_unix_ms: int) -> Work:
     return Work(str(report.get("kind") or "rebuild"), f"{report.get('table', '?')} on {where}", rows,
                 rate=rows / elapsed if elapsed > 0 else 0.0, step=f"{phase} ({step + 1}/{len(REBUILD_PHASES)})",
                 fraction=step / (len(REBUILD_PHASES) - 1), elapsed=elapsed)
+
+
+def _compaction(status: Mapping[str, Any], where: str, now_unix_ms: int) -> Work:
+    since = int(status.get("compacting_since_unix_ms") or 0)
+    step, steps = int(status.get("compacting_step") or 0), int(status.get("compacting_steps") or 0)
+    return Work("compaction", f"{status['compacting']} on {where}",
+                step=f"{status.get('compacting_phase')} ({step}/{steps})" if step and steps else "",
+                fraction=(step - 1) / steps if step and steps else None,
+                elapsed=max(0.0, (now_unix_ms - since) / 1000) if since else 0.0)
 
 
 def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:

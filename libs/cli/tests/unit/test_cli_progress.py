@@ -22,13 +22,15 @@ def test_restores_and_replays_show_their_phase_and_compactions_how_long_they_run
                "rows_replayed": 5_000, "started_unix_ms": NOW - 10_000},
         "r0": {"kind": "replay", "table": "public.items", "state": "completed", "phase": "done"}}}}
     snapshot = {"service": "snapshot", "instance_id": "s1",
-                "status": {"compacting": "public.items", "compacting_since_unix_ms": NOW - 75_000}}
+                "status": {"compacting": "public.items", "compacting_since_unix_ms": NOW - 75_000,
+                           "compacting_phase": "fold", "compacting_step": 2, "compacting_steps": 6}}
     restore, compaction = in_progress([], [fanout, snapshot, {"service": "query", "status": {}}], NOW)
     assert (restore.kind, restore.what, restore.rows, restore.rate, restore.step) == (
         "restore", "public.items on fanout f1", 5_000, 500.0, "tail (3/6)")
     assert describe(restore) == ("restore    public.items on fanout f1  [##########..............]  40%  "
                                  "5,000 rows, 500 rows/s, for 10s, tail (3/6)")
-    assert describe(compaction) == "compaction public.items on snapshot s1  [........................]   ?  for 1m15s"
+    assert describe(compaction) == ("compaction public.items on snapshot s1  [####....................]  17%  "
+                                    "for 1m15s, fold (2/6)")
 
 
 def test_bars_stay_within_their_width() -> None:

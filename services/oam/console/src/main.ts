@@ -187,8 +187,16 @@ function renderWork(status: GetStatusResponse, instances: InstanceInfo[]): void 
     }
     if (report["compacting"]) {
       const since = Number(report["compacting_since_unix_ms"] ?? 0);
-      items.push(workItem(`compaction of ${report["compacting"]} on ${instance.instanceId}`,
-                          el("span", since ? `for ${((Date.now() - since) / 1000).toFixed(0)} s` : "running")));
+      const step = Number(report["compacting_step"] ?? 0), steps = Number(report["compacting_steps"] ?? 0);
+      const box = el("span");
+      if (step && steps) {
+        const bar = document.createElement("progress");
+        bar.max = steps;
+        bar.value = step - 1;
+        box.append(bar, ` ${report["compacting_phase"]} (${step}/${steps}), `);
+      }
+      box.append(since ? `for ${((Date.now() - since) / 1000).toFixed(0)} s` : "running");
+      items.push(workItem(`compaction of ${report["compacting"]} on ${instance.instanceId}`, box));
     }
   }
   $("#work").replaceChildren(...(items.length ? items : [el("li", "nothing long running")]));

@@ -37,6 +37,7 @@ from laredo_snapshot.adapters.otel_observer import OtelObserver
 from laredo_snapshot.adapters.sequential_compactor import SequentialCompactor
 from laredo_snapshot.adapters.system_clock import SystemClock
 from laredo_snapshot.application.compaction import TableCompaction
+from laredo_snapshot.application.phases import PhaseTracker
 from laredo_snapshot.application.coordination import SnapshotCoordinator
 from laredo_snapshot.application.service import SnapshotService, TableRun
 from laredo_snapshot.config import SnapshotConfig, read_snapshot_config
@@ -128,6 +129,8 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
     if observer is None:
         tracer_provider = tracer_provider or build_tracer_provider(settings.telemetry, SERVICE_NAME)
         observer = OtelObserver(tracer_provider, meter_provider)
+    phases = PhaseTracker(observer)  # what every compactor reports to: the running phase, for the status
+    observer = phases
     store_for = store_for or SnapshotStores().store_for
     if bounds is None:
         nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=CLIENT_NAME)
@@ -142,7 +145,7 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
             compactor = _spark_compactor(config, compactor, store_for, observer, closers)
     compactions = [TableCompaction(job, store_for(job.store), bounds, compactor, clock, observer)
                    for job in config.tables]
-    service = SnapshotService(compactions, clock, observer, interval=config.interval)
+    service = SnapshotService(compactions, clock, observer, interval=config.interval, phases=phases)
     observe(meter_provider.get_meter("laredo_snapshot"), snapshot_figures(service))
     coordinator = None
     if coordination is None and "redis" in settings.raw:

@@ -17,6 +17,7 @@ from laredo_kernel.changes import TableId
 from laredo_kernel.errors import LaredoError
 
 from laredo_snapshot.application.compaction import CompactionOutcome, TableCompaction
+from laredo_snapshot.application.phases import PhaseTracker
 from laredo_snapshot.domain.errors import UnknownTable
 from laredo_snapshot.ports import Clock, Observer
 
@@ -55,7 +56,7 @@ class TableRun:
 
 class SnapshotService:
     def __init__(self, compactions: Sequence[TableCompaction], clock: Clock, observer: Observer, *,
-                 interval: float) -> None:
+                 interval: float, phases: PhaseTracker | None = None) -> None:
         self._compactions = {c.job.table: c for c in compactions}
         self._clock = clock
         self._observer = observer
@@ -63,6 +64,7 @@ class SnapshotService:
         self._lock = asyncio.Lock()
         self.running: TableId | None = None
         self.running_since = 0.0  # clock time the running compaction started
+        self._phases = phases  # the running compaction's phase (the observer the compactors report to)
         self.last: dict[TableId, TableRun] = {}
         self.passes = 0
 
@@ -90,6 +92,8 @@ class SnapshotService:
 
     async def _run_table(self, table: TableId, user_meta: Mapping[str, Any] | None) -> TableRun:
         self.running, self.running_since = table, self._clock.now()
+        if self._phases is not None:
+            self._phases.reset()
         try:
             outcome = await self._compactions[table].run(user_meta)
             run = TableRun(table, outcome, finished_at=self._clock.now())
@@ -116,6 +120,7 @@ class SnapshotService:
             "ready": True,
             "compacting": str(self.running) if self.running is not None else "",
             "compacting_since_unix_ms": int(self.running_since * 1000) if self.running is not None else 0,
+            **(self._phases.report() if self._phases is not None and self.running is not None else {}),
             "passes": self.passes,
             "interval_seconds": self.interval,
             "tables": {str(t): (self.last[t].to_status() if t in self.last else {}) for t in self._compactions},
