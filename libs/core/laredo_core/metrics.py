@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
-from laredo_kernel.table_replay import AppliedCounts
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
+
+from laredo_kernel.table_replay import AppliedCounts
 
 log = logging.getLogger(__name__)
 
