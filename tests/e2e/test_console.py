@@ -1,7 +1,8 @@
 """OAM's web console in a real browser (Debian's headless chromium, driven by Playwright) against a running
 system with bearer tokens: the page loads from the OAM address, shows the pipeline STREAMING and its row count
-growing after inserts, drains one of two fan-out instances with the admin token and shows it draining, and a
-read token gets no admin action and is refused the drain. Screenshots are kept in tests/artifacts/console/.
+growing after inserts; a read token gets no admin action and is refused the drain; with the admin token the
+source is paused (the pipeline shows PAUSED) and resumed (it becomes STREAMING again), and one of two fan-out
+instances is drained and shown draining. Screenshots are kept in tests/artifacts/console/.
 """
 
 from __future__ import annotations
@@ -107,9 +108,15 @@ async def test_the_console_shows_the_system_and_drains_a_fanout_only_for_the_adm
     assert refused[0] == 403 and refused[1]["code"] == "permission_denied", json.dumps(refused)
 
     await sign_in(page, ADMIN_TOKEN)
+    source = page.locator("#sources tbody tr", has_text="pg")
+    await source.get_by_role("button", name="Pause").click()
+    await expect(pipeline).to_contain_text("paused", timeout=30_000)
+    await shot(page, "2-admin-paused")
+    await source.get_by_role("button", name="Resume").click()
+    await expect(pipeline).to_contain_text("streaming", timeout=30_000)  # the pipeline becomes STREAMING again
     drain = instance.get_by_role("button", name="Drain")
     await expect(drain).to_be_visible()
     await drain.click()
     await expect(instance.locator(".state").first).to_have_text("draining", timeout=30_000)
     await expect(page.locator("#error")).to_be_hidden()
-    await shot(page, "2-admin-drained")
+    await shot(page, "3-admin-drained")
