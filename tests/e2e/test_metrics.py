@@ -120,6 +120,8 @@ async def test_every_service_serves_prometheus_metrics_that_move_when_changes_fl
     assert value(query, "laredo_query_reads_total", **table) > value(before["query"], "laredo_query_reads_total",
                                                                      **table)
     assert value(query, "laredo_query_ready", **table) == 1
+    assert {dict(labels)["action"] for name, labels in query if name == "laredo_query_changes_applied_total"} == {
+        "inserts", "updates", "deletes", "truncates"}
     oam = after["oam"][0]
     assert value(oam, "laredo_oam_pipeline_state", state="streaming", **pipeline) == 1
     assert value(oam, "laredo_oam_source_reporting", source="pg") == 1

@@ -21,6 +21,7 @@ from laredo_kernel.table_replay import AppliedCounts
 
 log = logging.getLogger(__name__)
 
+ACTIONS = ("inserts", "updates", "deletes", "truncates")  # the counts of AppliedCounts, by action
 REFRESH_TIMEOUT = 5.0  # seconds a refresh may take before a scrape answers without it
 
 #: One figure: its value and its labels (e.g. {"table": "public.items"}).
@@ -82,8 +83,8 @@ def _callback(figure: Figure) -> Callable[[CallbackOptions], Iterable[Observatio
 
 def applied_by_action(tables: Iterable[tuple[object, AppliedCounts]]) -> list[Sample]:
     """Each table's changes applied (laredo_kernel.table_replay.AppliedCounts), labelled by table and action."""
-    return [(float(count), {"table": str(table), "action": action})
-            for table, counts in tables for action, count in counts.report().items()]
+    return [(float(getattr(counts, action)), {"table": str(table), "action": action})
+            for table, counts in tables for action in ACTIONS]
 
 
 def per_table(items: Iterable[tuple[object, float]], **labels: str) -> list[Sample]:

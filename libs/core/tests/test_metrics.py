@@ -43,3 +43,20 @@ async def test_each_endpoint_has_its_own_registry() -> None:
     MeterProvider(metric_readers=[two.reader])
     assert ("laredo_test_only_one", ()) in samples(await one.scrape())
     assert not any(name.startswith("laredo_test_only_one") for name, _ in samples(await two.scrape()))
+
+
+def test_changes_applied_are_labelled_by_action_only() -> None:
+    from laredo_kernel.changes import Action
+    from laredo_kernel.table_replay import AppliedCounts
+
+    from laredo_core.metrics import applied_by_action
+
+    counts = AppliedCounts()
+    counts.add(Action.INSERT)
+    counts.add(Action.INSERT)
+    counts.add(Action.DELETE)
+    counts.last_commit_unix_us = 1_700_000_000_000_000
+    assert applied_by_action([("public.items", counts)]) == [
+        (2.0, {"table": "public.items", "action": "inserts"}), (0.0, {"table": "public.items", "action": "updates"}),
+        (1.0, {"table": "public.items", "action": "deletes"}),
+        (0.0, {"table": "public.items", "action": "truncates"})]
