@@ -37,12 +37,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from laredo.v1 import oam_pb2, oam_pb2_grpc, query_pb2, query_pb2_grpc  # noqa: E402
+from laredo.v1 import oam_pb2, oam_pb2_grpc  # noqa: E402
 from laredo_client import LaredoClient  # noqa: E402
+from laredo_kernel.changes import TableId  # noqa: E402
 from laredo_kernel.jsonvalue import row_to_json  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer, RedisServer, S3Server  # noqa: E402
 from tests.e2e.harness import ServiceProcess, free_port  # noqa: E402
-from tests.e2e.system import as_struct_values  # noqa: E402
+from tests.e2e.system import as_struct_values, listed_rows  # noqa: E402
 
 TABLE = "public.demo_items"
 ADMIN_TOKEN = "demo-admin-token"
@@ -193,18 +194,9 @@ class Tour:
             return int(json.loads(r.read()).get("passes", 0))
 
     async def query_rows(self) -> dict[int, dict[str, Any]]:
-        """Every row query holds (ListRows, page by page, through OAM's address), keyed by id."""
-        rows: dict[int, dict[str, Any]] = {}
-        token, auth = "", [("authorization", f"Bearer {ADMIN_TOKEN}")]
+        """Every row query holds (ListRows through OAM's address), keyed by id."""
         async with grpc.aio.insecure_channel(self.oam) as channel:
-            stub = query_pb2_grpc.TableSyncQueryStub(channel)
-            while True:
-                page = await stub.ListRows(query_pb2.ListRowsRequest(schema="public", table="demo_items",
-                                                                     page_size=1000, page_token=token), metadata=auth)
-                rows.update((int(v["id"]), v) for v in map(MessageToDict, page.rows))
-                token = page.next_page_token
-                if not token:
-                    return rows
+            return await listed_rows(channel, TableId.parse(TABLE), (("authorization", f"Bearer {ADMIN_TOKEN}"),))
 
     def answers_query(self) -> bool:
         """Whether OAM's address answers Query yet (it learns the ready query instances every 2s)."""

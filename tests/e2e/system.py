@@ -187,16 +187,22 @@ def as_struct_values(row: dict[str, Any]) -> dict[str, Any]:
 
 async def query_rows(system: System) -> dict[int, dict[str, Any]]:
     """Every row the query service holds (ListRows, page by page), keyed by id."""
-    rows: dict[int, dict[str, Any]] = {}
     async with system.channel("query") as channel:
-        stub, token = query_pb2_grpc.TableSyncQueryStub(channel), ""
-        while True:
-            page = await stub.ListRows(query_pb2.ListRowsRequest(schema=system.table.schema, table=system.table.name,
-                                                                 page_size=1000, page_token=token))
-            rows.update((int(v["id"]), v) for v in map(MessageToDict, page.rows))
-            token = page.next_page_token
-            if not token:
-                return rows
+        return await listed_rows(channel, system.table)
+
+
+async def listed_rows(channel: grpc.aio.Channel, table: TableId,
+                      metadata: tuple[tuple[str, str], ...] = ()) -> dict[int, dict[str, Any]]:
+    """Every row a Query service answers for `table` on `channel` (ListRows, page by page), keyed by id."""
+    rows: dict[int, dict[str, Any]] = {}
+    stub, token = query_pb2_grpc.TableSyncQueryStub(channel), ""
+    while True:
+        page = await stub.ListRows(query_pb2.ListRowsRequest(schema=table.schema, table=table.name, page_size=1000,
+                                                             page_token=token), metadata=metadata)
+        rows.update((int(v["id"]), v) for v in map(MessageToDict, page.rows))
+        token = page.next_page_token
+        if not token:
+            return rows
 
 
 async def everyone_equals_the_table(system: System, rep: LibraryReplica) -> bool:

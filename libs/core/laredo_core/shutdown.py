@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -12,15 +13,18 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 3.0
 
 
-async def close_quietly(what: str, close: Callable[[], Awaitable[object]], timeout: float = CLOSE_TIMEOUT) -> None:
-    """Run `close()` for at most `timeout` seconds; a timeout or an error is logged (naming `what`), not raised.
+async def close_quietly(what: str, close: Callable[[], Awaitable[object] | object],
+                        timeout: float = CLOSE_TIMEOUT) -> None:
+    """Run `close()` (a coroutine function or a plain one) for at most `timeout` seconds; a timeout or an error is logged (naming `what`), not raised.
 
     Stopping goes on either way: the server at the other end may be gone, and a connection that cannot say
     goodbye is closed by the process ending.
     """
     try:
         async with asyncio.timeout(timeout):
-            await close()
+            result = close()
+            if inspect.isawaitable(result):
+                await result
     except TimeoutError:
         log.warning("%s did not close within %gs (its server does not answer); going on", what, timeout)
     except Exception as exc:  # noqa: BLE001 - stopping: a failed close is logged, not raised

@@ -80,3 +80,22 @@ async def test_a_run_whose_start_fails_stops_only_what_had_started() -> None:
     finally:
         taken.close()
     assert done == ["health stopped"]
+
+
+async def test_closing_quietly_takes_plain_and_coroutine_functions_and_never_raises(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from laredo_core.shutdown import close_quietly
+
+    closed: list[str] = []
+
+    async def closes() -> None:
+        closed.append("async")
+
+    def fails() -> None:
+        closed.append("plain")
+        raise ConnectionError("server gone")
+
+    await close_quietly("the store", closes)
+    await close_quietly("the session", fails)
+    assert closed == ["async", "plain"]
+    assert "the session: closing failed (ConnectionError: server gone)" in caplog.text

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from laredo_core.health import HealthServer
 from laredo_core.metrics import MetricsEndpoint, observe
 from laredo_core.rebuild.tail import StreamTail
 from laredo_core.runtime import ServiceRun, until_stopped_or_failed
+from laredo_core.shutdown import close_quietly
 from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.stream.nats_tail import NatsStreamTail
@@ -103,16 +103,9 @@ class SnapshotApp:
         if self.tracer_provider is not None:
             run.on_stop(self.tracer_provider.force_flush)
         for close in self.closers:
-            run.on_stop(_quietly, close)
+            run.on_stop(close_quietly, getattr(close, "__qualname__", "a client of the snapshot service"), close)
         if self.coordinator is not None:
             run.spawn(self.coordinator.run(), "snapshot-coordination")
-
-
-async def _quietly(close: Callable[[], Awaitable[None] | None]) -> None:
-    with contextlib.suppress(Exception):
-        result = close()
-        if asyncio.iscoroutine(result):
-            await result
 
 
 def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail: StreamTail | None = None,
