@@ -36,7 +36,7 @@ from laredo_ingest.adapters.psycopg_source_database import PsycopgSourceDatabase
 from laredo_ingest.application.control import IngestControl
 from laredo_ingest.application.coordination import IngestCoordinator
 from laredo_ingest.application.ingest_service import IngestPorts, IngestService
-from laredo_ingest.application.status import IngestPhase, IngestStatus
+from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.config import coordination_settings, ingest_options
 from laredo_ingest.entrypoints.health import build_health_server
 
@@ -68,16 +68,8 @@ class IngestApp:
         return self._service.control
 
     @property
-    def state(self) -> IngestPhase:
-        return self._service.status.phase
-
-    @property
     def confirmed_lsn(self) -> int:
         return self._service.status.confirmed_lsn
-
-    @property
-    def published_messages(self) -> int:
-        return self._service.status.published_messages
 
     @property
     def health_port(self) -> int:

@@ -119,7 +119,7 @@ async def test_baseline_stream_confirm_and_restart(pg, make_app, read_stream, st
     assert [s.name for s in exporter.get_finished_spans()].count("ingest.baseline") == 1
 
     await first.stop_cleanly()
-    assert first.app.state is IngestPhase.STOPPED
+    assert first.app.status.phase is IngestPhase.STOPPED
     assert await slot_confirmed(pg, unique_name) == first.app.confirmed_lsn
     await pg.execute("INSERT INTO items (id, name) VALUES (3000, 'while stopped')")
 
@@ -168,7 +168,7 @@ async def test_transactions_streamed_again_after_a_lost_confirmation_are_dropped
     await connection.close()
     second = start_app(make_app(ingest_settings(extra=f"sources.main.slot_name = {unique_name}_copy")))
     await eventually(lambda: second.app.confirmed_lsn >= ends[-1], timeout=30, what="second run caught up")
-    assert second.app.status.baseline_complete and second.app.published_messages == len(ends) + 2  # 1 + 3 chunks
+    assert second.app.status.baseline_complete and second.app.status.published_messages == len(ends) + 2  # 1 + 3 chunks
     again = await read_stream()
     assert [m.headers[HEADER_MSG_ID] for m in again] == [m.headers[HEADER_MSG_ID] for m in stored]
     await second.stop_cleanly()

@@ -82,14 +82,14 @@ async def test_pause_holds_the_position_and_survives_a_restart_resume_catches_up
     running = start_app(make_app())
     await eventually(lambda: running.app.status.ready, timeout=30, what="baseline done")
     assert await running.app.control.pause() == "paused"
-    assert running.app.state.value == "paused"
+    assert running.app.status.phase.value == "paused"
     confirmed = running.app.confirmed_lsn
     await pg.execute("INSERT INTO items VALUES (1, 'while paused')")
     await asyncio.sleep(1.0)  # absence can only be shown over time: two status intervals
     assert not await _has_item(nats_url, unique_name, 1) and running.app.confirmed_lsn == confirmed
     await running.stop_cleanly()
     second = start_app(make_app())
-    await eventually(lambda: second.app.state.value == "paused", timeout=30, what="restarted paused")
+    await eventually(lambda: second.app.status.phase.value == "paused", timeout=30, what="restarted paused")
     assert not await _has_item(nats_url, unique_name, 1)
     assert await second.app.control.resume() == "resumed"
     await eventually(lambda: _has_item(nats_url, unique_name, 1), timeout=30, what="the change after resume")

@@ -50,7 +50,8 @@ async def test_column_changes_become_schema_change_events_and_truncate_propagate
     assert replica.rows(ITEMS)[(3,)] == {"id": 3, "age": 4_000_000_000, "feeling": "happy", "level": 7}
     # The schema changes queued re-baselines; one still to come would cover the TRUNCATE (its snapshot would
     # hold the table after it) and leave no TRUNCATE in the stream.
-    await eventually(lambda: running.app.state is IngestPhase.STREAMING and not running.app.control.wakeup.is_set(),
+    status, control = running.app.status, running.app.control
+    await eventually(lambda: status.phase is IngestPhase.STREAMING and not control.wakeup.is_set(),
                      timeout=30, what="the queued re-baselines done")
     await pg.execute("TRUNCATE items")
     await pg.execute("INSERT INTO items (id, age) VALUES (9, 9)")

@@ -60,7 +60,8 @@ async def test_a_table_of_wide_rows_baselines_and_streams_with_the_default_chunk
     await pg.execute(f"INSERT INTO docs SELECT i, {WIDE.replace('%s', 'i')} FROM generate_series(301, 400) i")
 
     await eventually(lambda: running.app.status.transactions >= 2, timeout=60, what="both transactions read")
-    await eventually(lambda: running.app.published_messages > 0 and running.app.status.changes >= 400, timeout=60,
+    status = running.app.status
+    await eventually(lambda: status.published_messages > 0 and status.changes >= 400, timeout=60,
                      what="400 changes published")
     replica = await eventually(lambda: _replica_if_equal(nats_url, unique_name, pg_dsn), timeout=60,
                                what="the replica equal to the table")

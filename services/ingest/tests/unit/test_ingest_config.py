@@ -62,7 +62,7 @@ def test_choosing_a_source_explains_what_is_wrong(tmp_path: Path, text: str, sou
 
 def test_build_connects_to_nothing(tmp_path: Path) -> None:
     app = build(settings(tmp_path, TWO_SOURCES), source_id="b")
-    assert app.state.value == "starting" and app.confirmed_lsn == 0 and app.published_messages == 0
+    assert app.status.phase.value == "starting" and app.confirmed_lsn == 0 and app.status.published_messages == 0
 
 
 def test_cli_checks_the_config_and_rejects_an_ambiguous_source(tmp_path: Path, capsys) -> None:

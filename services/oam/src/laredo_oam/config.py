@@ -13,10 +13,7 @@ from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
 from laredo_oam.domain.catalog import Catalog, ConfiguredSource, ConfiguredTable, ConfiguredTarget
 
-OAM_KEYS = ("command_timeout", "query_routing")
 DEFAULT_COMMAND_TIMEOUT = 10.0
-#: Source options shown by ListTables; never the connection string (it may hold a password).
-_SHOWN_SOURCE_KEYS = ("slot_mode", "slot_name", "publication_name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +93,7 @@ def snapshot_stores(settings: LaredoSettings, problems: list[str]) -> dict[Table
 
 
 def catalog_from(settings: LaredoSettings) -> Catalog:
+    # Source options shown by ListTables: never the connection string (it may hold a password).
     sources = tuple(
         ConfiguredSource(s.source_id, s.type, s.slot_mode == "stateful",
                          {"slot_mode": s.slot_mode, "slot_name": s.slot_name,

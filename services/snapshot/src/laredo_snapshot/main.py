@@ -122,12 +122,10 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
     if observer is None:
         tracer_provider = tracer_provider or build_tracer_provider(settings.telemetry, SERVICE_NAME)
         observer = OtelObserver(tracer_provider, meter_provider)
-    phases = PhaseTracker(observer)  # what every compactor reports to: the running phase, for the status
-    observer = phases
+    observer = phases = PhaseTracker(observer)  # what every compactor reports to: the running phase, for the status
     store_for = store_for or SnapshotStores().store_for
     if bounds is None:
-        nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=CLIENT_NAME)
-        bounds = nats_bounds
+        bounds = nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=CLIENT_NAME)
         closers.append(nats_bounds.aclose)
     if tail is None:
         tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=True, client_name=CLIENT_NAME)

@@ -164,7 +164,6 @@ class RecordedSpan:
     attributes: dict[str, Any]
     trace_id: str
     span_id: str
-    ended: bool = False
     values: dict[str, Any] = field(default_factory=dict)
 
     def set(self, key: str, value: Any) -> None:
@@ -192,10 +191,4 @@ class RecordingObserver:
         n = next(self._ids)
         span = RecordedSpan(name, dict(attributes), f"{n:032x}", f"{n:016x}")
         self.spans.append(span)
-        try:
-            yield span
-        finally:
-            span.ended = True
-
-    def named(self, name: str) -> list[RecordedSpan]:
-        return [s for s in self.spans if s.name == name]
+        yield span

@@ -243,7 +243,7 @@ class _PsycopgSnapshotReader:
         # Explicit columns: the same (published, non-dropped, non-generated) columns in the order pgoutput sends.
         table = schema.table
         columns = sql.SQL(", ").join(sql.Identifier(c.name) for c in schema.columns)
-        source = sql.SQL("{}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.name))
+        source = sql.Identifier(table.schema, table.name)
         if row_filter:  # the publication's own (deparsed) filter: the baseline holds the rows the stream would
             query = sql.SQL("COPY (SELECT {} FROM {} WHERE {}) TO STDOUT").format(columns, source, sql.SQL(row_filter))
         else:
@@ -278,7 +278,7 @@ def _publication_statements(name: str, change: PublicationChange) -> list[sql.Co
 def _table_specs(specs: Sequence[PublishedTableSpec]) -> sql.Composable:
     parts = []
     for spec in specs:
-        part = sql.SQL("{}.{}").format(sql.Identifier(spec.table.schema), sql.Identifier(spec.table.name))
+        part: sql.Composable = sql.Identifier(spec.table.schema, spec.table.name)
         if spec.columns:
             part = sql.SQL("{} ({})").format(part, sql.SQL(", ").join(sql.Identifier(c) for c in spec.columns))
         if spec.row_filter:  # an operator-written SQL expression from the configuration
@@ -288,5 +288,4 @@ def _table_specs(specs: Sequence[PublishedTableSpec]) -> sql.Composable:
 
 
 def _tables(tables: Sequence[TableId]) -> sql.Composable:
-    return sql.SQL(", ").join(sql.SQL("{}.{}").format(sql.Identifier(t.schema), sql.Identifier(t.name))
-                              for t in tables)
+    return sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)

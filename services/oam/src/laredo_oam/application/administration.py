@@ -7,7 +7,6 @@ idempotent).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,10 +14,11 @@ from typing import Any
 
 from laredo_core.coordination.ports import CommandKind, CommandResult, CommandStatus
 
+from laredo_oam.application.commands import answer_lines, command_answers
 from laredo_oam.application.reports import Reports
 from laredo_oam.domain.catalog import Catalog, table_from_request
 from laredo_oam.domain.drain import plan_drain
-from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
+from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed
 from laredo_oam.ports import CoordinationStore
 
 
@@ -100,29 +100,18 @@ class Administration:
     async def _sources(self, source_id: str) -> list[str]:
         """The named source (checked to exist) or, when empty, every known source."""
         reports = await Reports.read(self._store)
-        known = sorted({s.source_id for s in self._catalog.sources} | set(reports.ingest_sources()))
-        if not source_id:
-            if not known:
-                raise NotFound("no source is configured or reported; nothing to address")
-            return known
-        if source_id not in known:
-            raise NotFound(f"source {source_id!r} is not configured and no ingest instance reports it; "
-                           f"known sources: {', '.join(known) or 'none'}")
-        return [source_id]
+        if source_id:
+            return list(reports.require_source(self._catalog, source_id))
+        known = list(reports.source_ids(self._catalog))
+        if not known:
+            raise NotFound("no source is configured or reported; nothing to address")
+        return known
 
     async def _to_sources(self, sources: list[str], kind: CommandKind, args: Mapping[str, Any]) -> Outcome:
         return await self._send_all([(f"ingest:{s}", kind, args) for s in sources])
 
     async def _send_all(self, commands: list[tuple[str, CommandKind, Mapping[str, Any]]]) -> Outcome:
-        sent = [(target, await self._store.send_command(target, kind, args)) for target, kind, args in commands]
-        results = await asyncio.gather(*(self._store.command_result(cid, self.command_timeout) for _, cid in sent))
-        missing = [target for (target, _), result in zip(sent, results, strict=True) if result is None]
-        if missing:
-            raise CommandTimedOut(f"no answer from {', '.join(missing)} within {self.command_timeout:g}s; the "
-                                  "command stays queued and runs when an instance reads it (is it running, with "
-                                  "commands enabled?)")
-        answered = tuple(r for r in results if r is not None)
-        accepted = all(r.status is CommandStatus.SUCCEEDED for r in answered)
-        message = "; ".join(f"{target}: {r.status.value}" + (f" ({r.message})" if r.message else "")
-                            for (target, _), r in zip(sent, answered, strict=True))
-        return Outcome(accepted, message, answered)
+        answers = await command_answers(self._store, commands, self.command_timeout, "the command stays queued and "
+                                        "runs when an instance reads it (is it running, with commands enabled?)")
+        return Outcome(all(r.status is CommandStatus.SUCCEEDED for _, r in answers), answer_lines(answers),
+                       tuple(r for _, r in answers))

@@ -10,7 +10,6 @@ removed; if any instance failed it, it failed: it stays, with that instance's re
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +18,10 @@ from laredo_core.coordination.ports import CommandKind, CommandResult, CommandSt
 from laredo_core.deadletters.model import DeadLetter, DeadLetterPage, PipelineId
 from laredo_core.deadletters.replay import ReplayOutcome, ReplayReport, pages, replay_args
 
+from laredo_oam.application.commands import command_answers
 from laredo_oam.application.reports import Reports
 from laredo_oam.domain.catalog import Catalog, PipelineKey
-from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
+from laredo_oam.domain.errors import InvalidRequest, PreconditionFailed
 from laredo_oam.domain.states import TARGET_SERVICES
 from laredo_oam.ports import CoordinationStore, DeadLetterStore
 
@@ -76,13 +76,7 @@ class DeadLetters:
             page = await store.list(pipeline, limit=READ_PAGE, after_sequence=page.letters[-1].store_sequence)
 
     def _pipeline(self, pipeline_id: str) -> PipelineId:
-        if not pipeline_id:
-            raise InvalidRequest("pipeline_id is required: <source>:<schema>.<table>:<target-type>, "
-                                 "e.g. pg:public.users:replication-fanout")
-        key = PipelineKey.parse(pipeline_id)
-        if key not in self._catalog.pipelines():
-            known = ", ".join(p.pipeline_id for p in self._catalog.pipelines()) or "none"
-            raise NotFound(f"pipeline {pipeline_id!r} does not exist; configured pipelines: {known}")
+        key = self._catalog.require_pipeline(pipeline_id)
         return PipelineId(key.source_id, key.table, key.target_type)
 
     def _require_store(self) -> DeadLetterStore:
@@ -117,15 +111,10 @@ class DeadLetters:
 
     async def _send(self, targets: list[str], args: Mapping[str, object]) -> dict[str, ReplayReport]:
         """Send the page to every instance and wait (bounded) for their answers."""
-        sent = [(t, await self._coordination.send_command(t, CommandKind.REPLAY_DEAD_LETTERS, args)) for t in targets]
-        results = await asyncio.gather(*(self._coordination.command_result(cid, self.command_timeout)
-                                         for _, cid in sent))
-        missing = [target for (target, _), result in zip(sent, results, strict=True) if result is None]
-        if missing:
-            raise CommandTimedOut(f"no answer from {', '.join(missing)} within {self.command_timeout:g}s; the letters "
-                                  "of this page stay in the store (the replay may still run there; replay again)")
-        return {target: _report(result) for (target, _), result in zip(sent, results, strict=True)
-                if result is not None and result.status is not CommandStatus.REJECTED}
+        commands = [(t, CommandKind.REPLAY_DEAD_LETTERS, args) for t in targets]
+        answers = await command_answers(self._coordination, commands, self.command_timeout, "the letters of this "
+                                        "page stay in the store (the replay may still run there; replay again)")
+        return {target: _report(result) for target, result in answers if result.status is not CommandStatus.REJECTED}
 
 
 def merge_reports(letters: Sequence[DeadLetter],

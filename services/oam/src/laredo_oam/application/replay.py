@@ -10,10 +10,9 @@ record (records.outcome_id). StopReplay sends STOP_REPLAY to the instances still
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +28,11 @@ from laredo_core.rebuild.records import (
     outcome_id,
 )
 
-from laredo_oam.application.reports import Reports
+from laredo_oam.application.commands import answer_lines, command_answers
+from laredo_oam.application.reports import Reports, reported_tables
 from laredo_oam.application.snapshots import Snapshots, StoredSnapshot, parse_table
 from laredo_oam.domain.catalog import Catalog, PipelineKey
-from laredo_oam.domain.errors import CommandTimedOut, InvalidRequest, NotFound, PreconditionFailed
+from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed
 from laredo_oam.domain.states import TARGET_SERVICES
 from laredo_oam.ports import CoordinationStore
 
@@ -73,30 +73,23 @@ class RebuildLauncher:
         table = snapshot.table
         reports = await Reports.read(self._store)
         targets = [f"{i.service}:{i.instance_id}" for service in services for i in reports.of(service)
-                   if _reports_table(i.status, table)]
+                   if str(table) in reported_tables(i)]
         if not targets:
             return Started("", False, f"no {' or '.join(services)} instance serves {table}: nothing to {kind.value}")
         rebuild_id = f"{kind.value}-{uuid.uuid4().hex[:12]}"
         request = RebuildRequest(rebuild_id, kind, snapshot.snapshot_id, table, speed or ReplaySpeed.full(),
                                  skip_meta_check)
         await self._record(request, targets)
-        sent = [(target, await self._store.send_command(target, _COMMANDS[kind], request.to_args()))
-                for target in targets]
-        results = await asyncio.gather(*(self._store.command_result(cid, self.command_timeout) for _, cid in sent))
-        missing = [target for (target, _), result in zip(sent, results, strict=True) if result is None]
-        if missing:
-            raise CommandTimedOut(f"{kind.value} {rebuild_id}: no answer from {', '.join(missing)} within "
-                                  f"{self.command_timeout:g}s; the command stays queued and runs when the instance "
-                                  f"reads it; GetReplayStatus({rebuild_id!r}) shows what happens")
-        answered = [(target, r) for (target, _), r in zip(sent, results, strict=True) if r is not None]
-        accepted = all(r.status is CommandStatus.SUCCEEDED for _, r in answered)
-        warnings = _unique(w for _, r in answered for w in r.details.get("warnings") or ())
+        answers = await command_answers(self._store, [(t, _COMMANDS[kind], request.to_args()) for t in targets],
+                                        self.command_timeout, f"{kind.value} {rebuild_id} stays queued and runs when "
+                                        f"the instance reads it; GetReplayStatus({rebuild_id!r}) shows what happens")
+        accepted = all(r.status is CommandStatus.SUCCEEDED for _, r in answers)
+        warnings = tuple(dict.fromkeys(w for _, r in answers for w in r.details.get("warnings") or ()))
         what = f"{kind.value} {rebuild_id} of {table} from snapshot {snapshot.snapshot_id}"
         if accepted:
             message = (f"{what} started on {', '.join(targets)}; GetReplayStatus({rebuild_id!r}) shows its progress")
         else:
-            message = f"{what}: " + "; ".join(f"{target}: {r.status.value}" + (f" ({r.message})" if r.message else "")
-                                              for target, r in answered)
+            message = f"{what}: {answer_lines(answers)}"
         return Started(rebuild_id, accepted, message, warnings)
 
     async def status(self, rebuild_id: str) -> RebuildStatus:
@@ -121,13 +114,11 @@ class RebuildLauncher:
         status = await self.status(rebuild_id)
         if status.state is not RebuildState.RUNNING:
             return status.state is RebuildState.STOPPED
-        targets = [name for name, report in status.instances.items() if report.state is RebuildState.RUNNING]
-        sent = [await self._store.send_command(t, CommandKind.STOP_REPLAY, {"rebuild_id": rebuild_id}) for t in targets]
-        results = await asyncio.gather(*(self._store.command_result(cid, self.command_timeout) for cid in sent))
-        if any(r is None for r in results):
-            raise CommandTimedOut(f"stopping {rebuild_id}: not every instance answered within "
-                                  f"{self.command_timeout:g}s; GetReplayStatus({rebuild_id!r}) shows whether it stopped")
-        return any(r is not None and r.details.get("state") == RebuildState.STOPPED.value for r in results)
+        answers = await command_answers(
+            self._store, [(name, CommandKind.STOP_REPLAY, {"rebuild_id": rebuild_id})
+                          for name, report in status.instances.items() if report.state is RebuildState.RUNNING],
+            self.command_timeout, f"GetReplayStatus({rebuild_id!r}) shows whether {rebuild_id} stopped")
+        return any(r.details.get("state") == RebuildState.STOPPED.value for _, r in answers)
 
     async def _record(self, request: RebuildRequest, targets: list[str]) -> None:
         details = {"instances": targets, "kind": request.kind.value, "table": str(request.table),
@@ -184,10 +175,7 @@ class Replays:
         return await self._launcher.stop(replay_id)
 
     def _pipeline(self, pipeline_id: str) -> PipelineKey:
-        key = PipelineKey.parse(pipeline_id)
-        if key not in self._catalog.pipelines():
-            raise NotFound(f"pipeline {pipeline_id!r} is not configured; configured: "
-                           f"{', '.join(p.pipeline_id for p in self._catalog.pipelines()) or 'none'}")
+        key = self._catalog.require_pipeline(pipeline_id)
         if TARGET_SERVICES.get(key.target_type) not in REBUILD_SERVICES:
             raise InvalidRequest(f"pipeline {pipeline_id!r}: replays run on replication-fanout and indexed-memory "
                                  f"targets, not {key.target_type}")
@@ -205,18 +193,9 @@ def _combined(rebuild_id: str, found: Mapping[str, RebuildReport], started_ms: i
                          max(0.0, (end - min(starts)) / 1000), dict(found))
 
 
-def _reports_table(status: Mapping[str, Any], table: TableId) -> bool:
-    tables = status.get("tables")
-    return isinstance(tables, Mapping) and str(table) in tables
-
-
 def _replays(status: Mapping[str, Any]) -> Mapping[str, Any]:
     replays = status.get("replays")
     return replays if isinstance(replays, Mapping) else {}
-
-
-def _unique(items: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(items))
 
 
 def _now_ms() -> int:

@@ -7,7 +7,6 @@ command. Several tables: `snapshot_ids` follow the request order, and the respon
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,9 +14,10 @@ from typing import Any
 from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import CommandKind, CommandResult, InstanceStatus
 
-from laredo_oam.application.reports import Reports
+from laredo_oam.application.commands import command_answers
+from laredo_oam.application.reports import Reports, reported_tables
 from laredo_oam.domain.catalog import Catalog
-from laredo_oam.domain.errors import CommandTimedOut, PreconditionFailed
+from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.ports import CoordinationStore
 
 ID_SEPARATOR = ","
@@ -64,8 +64,8 @@ class SnapshotCreation:
         """instance id -> the tables it is asked to snapshot; PreconditionFailed when a table has no instance."""
         by_instance: dict[str, list[TableId]] = {}
         for table in tables:
-            name = str(table)
-            serving = [(i, _tables(i)[name]) for i in instances if isinstance(_tables(i).get(name), Mapping)]
+            entries = [(i, reported_tables(i).get(str(table))) for i in instances]
+            serving = [(i, entry) for i, entry in entries if isinstance(entry, Mapping)]
             if not serving:
                 raise PreconditionFailed(f"no live fan-out instance serves table {table}, so nobody can take its "
                                          "snapshot; start laredo-fanout with this table (and a redis section) and "
@@ -76,21 +76,11 @@ class SnapshotCreation:
         return by_instance
 
     async def _send(self, commands: dict[str, list[str]], user_meta: dict[str, Any]) -> dict[str, CommandResult]:
-        store = self._coordination
-        sent = {instance: await store.send_command(f"fanout:{instance}", CommandKind.SNAPSHOT,
-                                                   {"tables": tables, "user_meta": user_meta})
-                for instance, tables in commands.items()}
-        answers = await asyncio.gather(*(store.command_result(cid, self.command_timeout) for cid in sent.values()))
-        missing = [f"fanout:{i}" for i, answer in zip(sent, answers, strict=True) if answer is None]
-        if missing:
-            raise CommandTimedOut(f"no answer from {', '.join(missing)} within {self.command_timeout:g}s; the "
-                                  "snapshot may still be written (ListSnapshots shows it then)")
-        return {i: answer for i, answer in zip(sent, answers, strict=True) if answer is not None}
-
-
-def _tables(instance: InstanceStatus) -> Mapping[str, Any]:
-    tables = instance.status.get("tables")
-    return tables if isinstance(tables, Mapping) else {}
+        args = [(f"fanout:{instance}", CommandKind.SNAPSHOT, {"tables": tables, "user_meta": user_meta})
+                for instance, tables in commands.items()]
+        answers = await command_answers(self._coordination, args, self.command_timeout,
+                                        "the snapshot may still be written (ListSnapshots shows it then)")
+        return {target.removeprefix("fanout:"): answer for target, answer in answers}
 
 
 def _created(tables: list[TableId], by_instance: dict[str, list[TableId]],

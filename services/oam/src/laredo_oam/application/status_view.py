@@ -6,12 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from laredo_core.coordination.ports import InstanceStatus
-from laredo_kernel.changes import TableId
 
 from laredo_oam.application.pipeline_views import pipeline_view
 from laredo_oam.application.reports import Reports
 from laredo_oam.domain.catalog import Catalog, ConfiguredTable, PipelineKey, table_from_request
-from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed
+from laredo_oam.domain.errors import InvalidRequest, PreconditionFailed
 from laredo_oam.domain.states import is_ready, service_state
 from laredo_oam.domain.views import (
     ColumnView,
@@ -38,30 +37,26 @@ class StatusView:
         return system_status_of(await Reports.read(self._store), self.catalog)
 
     async def table_status(self, schema: str, table: str) -> tuple[PipelineView, ...]:
-        table_id = table_from_request(schema, table)
-        configured = self._configured(table_id)
-        reports = await Reports.read(self._store)
-        return self._pipelines(reports, tuple(p for t in configured for p in t.pipelines()))
+        configured = self.catalog.require_table(table_from_request(schema, table))
+        return _pipelines(await Reports.read(self._store), tuple(p for t in configured for p in t.pipelines()))
 
     async def pipeline_status(self, pipeline_id: str) -> PipelineView:
-        key = self._pipeline_key(pipeline_id)
-        return self._pipelines(await Reports.read(self._store), (key,))[0]
+        key = self.catalog.require_pipeline(pipeline_id)
+        return pipeline_view(await Reports.read(self._store), key)
 
     async def check_ready(self, source: str = "", table: str = "", pipeline_id: str = "") -> Readiness:
         """Readiness of one pipeline, a table's pipelines, a source's pipelines, or everything (in that order)."""
         if pipeline_id:
-            keys: tuple[PipelineKey, ...] = (self._pipeline_key(pipeline_id),)
+            keys: tuple[PipelineKey, ...] = (self.catalog.require_pipeline(pipeline_id),)
         elif table:
-            keys = tuple(p for t in self._configured(table_from_request("", table)) for p in t.pipelines())
+            keys = tuple(p for t in self.catalog.require_table(table_from_request("", table)) for p in t.pipelines())
         else:
             keys = self.catalog.pipelines()
         reports = await Reports.read(self._store)
         if source:
-            if source not in self._source_ids(reports):
-                raise NotFound(f"source {source!r} is not configured and no ingest instance reports it; "
-                               f"known sources: {', '.join(self._source_ids(reports)) or 'none'}")
+            reports.require_source(self.catalog, source)
             keys = tuple(k for k in keys if k.source_id == source)
-        reasons = [reason for view in self._pipelines(reports, keys) for reason in _not_ready(view)]
+        reasons = [reason for view in _pipelines(reports, keys) for reason in _not_ready(view)]
         reasons += [f"fan-out instance {i.instance_id} is draining" for i in reports.of("fanout")
                     if i.status.get("draining")]
         if not keys:
@@ -79,11 +74,8 @@ class StatusView:
 
     async def source_info(self, source_id: str = "") -> tuple[SourceView, ...]:
         reports = await Reports.read(self._store)
-        known = self._source_ids(reports)
-        if source_id and source_id not in known:
-            raise NotFound(f"source {source_id!r} is not configured and no ingest instance reports it; "
-                           f"known sources: {', '.join(known) or 'none'}")
-        return tuple(self._source(reports, s) for s in known if not source_id or s == source_id)
+        wanted = reports.require_source(self.catalog, source_id) if source_id else reports.source_ids(self.catalog)
+        return tuple(_source(self.catalog, reports, s) for s in wanted)
 
     async def list_tables(self) -> tuple[TableListing, ...]:
         reports = await Reports.read(self._store)
@@ -91,48 +83,27 @@ class StatusView:
 
     async def table_schema(self, schema: str, table: str) -> tuple[ColumnView, ...]:
         table_id = table_from_request(schema, table)
-        self._configured(table_id)
+        self.catalog.require_table(table_id)
         reported = (await Reports.read(self._store)).reported_columns(table_id)
         if not reported:
             raise PreconditionFailed(f"no running service has reported the columns of {table_id} yet; they are "
                                      "known once its pipeline has started (check GetTableStatus)")
         return tuple(_column(position, column) for position, column in enumerate(reported, start=1))
 
-    def _configured(self, table: TableId) -> tuple[ConfiguredTable, ...]:
-        return self.catalog.require_table(table)
 
-    def _pipeline_key(self, pipeline_id: str) -> PipelineKey:
-        if not pipeline_id:
-            raise InvalidRequest("pipeline_id is required: <source>:<schema>.<table>:<target-type>")
-        key = PipelineKey.parse(pipeline_id)
-        if key not in self.catalog.pipelines():
-            known = ", ".join(p.pipeline_id for p in self.catalog.pipelines()) or "none"
-            raise NotFound(f"pipeline {pipeline_id!r} does not exist; configured pipelines: {known}")
-        return key
-
-    def _source_ids(self, reports: Reports) -> tuple[str, ...]:
-        return _source_ids(self.catalog, reports)
-
-    def _source(self, reports: Reports, source_id: str) -> SourceView:
-        return _source(self.catalog, reports, source_id)
-
-    def _pipelines(self, reports: Reports, keys: tuple[PipelineKey, ...]) -> tuple[PipelineView, ...]:
-        return tuple(pipeline_view(reports, key) for key in keys)
+def _pipelines(reports: Reports, keys: tuple[PipelineKey, ...]) -> tuple[PipelineView, ...]:
+    return tuple(pipeline_view(reports, key) for key in keys)
 
 
 def system_status_of(reports: Reports, catalog: Catalog) -> SystemStatus:
     """The whole system's status from one read of the instances (pure: GetStatus and WatchStatus share it)."""
-    pipelines = tuple(pipeline_view(reports, key) for key in catalog.pipelines())
-    sources = tuple(_source(catalog, reports, s) for s in _source_ids(catalog, reports))
+    pipelines = _pipelines(reports, catalog.pipelines())
+    sources = tuple(_source(catalog, reports, s) for s in reports.source_ids(catalog))
     phases = [str(s.details.get("phase", "")) for s in sources if s.reporting]
     last_change = max((p.last_change_unix_ms for p in pipelines), default=0)
     started = min((i.started_unix_ms for i in reports.instances if i.started_unix_ms), default=0)
     return SystemStatus(service_state(phases, (p.state for p in pipelines)), sources, pipelines, last_change,
                         started)
-
-
-def _source_ids(catalog: Catalog, reports: Reports) -> tuple[str, ...]:
-    return tuple(sorted({s.source_id for s in catalog.sources} | set(reports.ingest_sources())))
 
 
 def _source(catalog: Catalog, reports: Reports, source_id: str) -> SourceView:

@@ -120,9 +120,8 @@ class StatusWatch:
         keys = frozenset(PipelineKey.parse(p) for p in pipeline_ids)
         missing = sorted(k.pipeline_id for k in keys if k not in self._catalog.pipelines())
         if missing:
-            known = ", ".join(p.pipeline_id for p in self._catalog.pipelines()) or "none"
             raise NotFound(f"cannot watch pipeline(s) {', '.join(missing)}: they do not exist; configured "
-                           f"pipelines: {known}")
+                           f"pipelines: {self._catalog.pipeline_ids()}")
         return WatchFilter(wanted_tables, keys)
 
     @contextlib.asynccontextmanager

@@ -69,6 +69,21 @@ class Catalog:
     def pipelines(self) -> tuple[PipelineKey, ...]:
         return tuple(p for t in self.tables for p in t.pipelines())
 
+    def pipeline_ids(self) -> str:
+        """The configured pipeline ids for a message ("none" when there is none)."""
+        return ", ".join(p.pipeline_id for p in self.pipelines()) or "none"
+
+    def require_pipeline(self, pipeline_id: str) -> PipelineKey:
+        """The configured pipeline of this id; InvalidRequest when it is empty or malformed, NotFound when it is
+        not configured."""
+        if not pipeline_id:
+            raise InvalidRequest("pipeline_id is required: <source>:<schema>.<table>:<target-type>, "
+                                 "e.g. pg:public.users:replication-fanout")
+        key = PipelineKey.parse(pipeline_id)
+        if key not in self.pipelines():
+            raise NotFound(f"pipeline {pipeline_id!r} does not exist; configured pipelines: {self.pipeline_ids()}")
+        return key
+
     def tables_named(self, table: TableId) -> tuple[ConfiguredTable, ...]:
         return tuple(t for t in self.tables if t.table == table)
 

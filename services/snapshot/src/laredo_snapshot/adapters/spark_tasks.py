@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -227,12 +228,8 @@ def fold_and_write(target: TargetSpec, plan: Callable[[], KeyFoldPlan], first_ta
     """Fold every key of this task's partition (records arrive in any order) and write the rows."""
     started = time.perf_counter()
     key_plan = plan()
-    groups: dict[Any, list[RecordValue]] = {}
+    groups: defaultdict[Any, list[RecordValue]] = defaultdict(list)
     for key, value in records:
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [value]
-        else:
-            group.append(value)
+        groups[key].append(value)
     lines = (row_json(row) for row in (fold_key(values, key_plan) for values in groups.values()) if row is not None)
     yield from write_parts(target, (first_task + index) * PARTS_PER_TASK, lines, started)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from laredo_core.coordination.instance import CommandAnswer, InstanceCoordinator, SharedTarget
-from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus, CoordinationStore
+from laredo_core.coordination.ports import Command, CommandKind, CommandStatus, CoordinationStore
 from laredo_kernel.errors import LaredoError
 
 from laredo_snapshot.application.service import SnapshotService
@@ -29,22 +29,11 @@ class SnapshotCoordinator:
         self._service = service
         self.instance = InstanceCoordinator(store, SERVICE, instance_id, service.status, self._carry_out,
                                             heartbeat_interval=heartbeat_interval, shared=SharedTarget.ONE_INSTANCE)
-        self.instance_id = instance_id
-        self.heartbeat = self.instance.heartbeat
         self.joined = self.instance.joined  # set once commands are read
-
-    @property
-    def command_targets(self) -> tuple[str, str]:
-        """`snapshot:*` and `snapshot:<instance_id>`."""
-        return self.instance.command_targets
 
     async def run(self) -> None:
         """Heartbeat and command loops until cancelled; on cancellation the instance deregisters."""
         await self.instance.run()
-
-    async def execute(self, command: Command) -> CommandResult:
-        """Run one command (again, harmlessly, if it was already run: see the module docstring)."""
-        return await self.instance.execute(command)
 
     async def _carry_out(self, command: Command) -> CommandAnswer:
         if command.kind is not CommandKind.SNAPSHOT:

@@ -126,7 +126,3 @@ class SnapshotService:
             "tables": {str(t): (self.last[t].to_status() if t in self.last else {}) for t in self._compactions},
         }
 
-    @property
-    def failed(self) -> list[TableRun]:
-        return [run for run in self.last.values() if run.error]
-

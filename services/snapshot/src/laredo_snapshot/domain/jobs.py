@@ -70,10 +70,6 @@ class PhaseTimes:
     task_fold: float = 0.0
     task_write: float = 0.0
 
-    @property
-    def total(self) -> float:
-        return self.read_tail + self.fold + self.write + self.checksum
-
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:

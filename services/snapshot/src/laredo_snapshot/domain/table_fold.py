@@ -52,10 +52,6 @@ class TableFold:
         """The rows' values (the dicts the stream and snapshots carry), as they stand."""
         return [row.values for row in self._core.rows()]
 
-    @property
-    def baseline_in_progress(self) -> bool:
-        return self._core.baseline_in_progress
-
     def restore(self, columns: tuple[ColumnInfo, ...], key_columns: tuple[str, ...], position: Position,
                 stream_sequence: int, rows: Iterable[dict[str, Any]]) -> None:
         """Start from a snapshot: its rows, columns, key, position and stream sequence."""
