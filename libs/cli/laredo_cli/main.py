@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -73,7 +74,7 @@ class _Formatter(argparse.HelpFormatter):
     """Wraps one-paragraph descriptions to the terminal; keeps texts with line breaks (epilogs) as written."""
 
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32, width=min(_terminal_width(), 110))
+        super().__init__(prog, max_help_position=32, width=min(shutil.get_terminal_size((100, 24)).columns, 110))
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if "\n" in text:
@@ -81,13 +82,6 @@ class _Formatter(argparse.HelpFormatter):
         paragraph = " ".join(text.split())
         return textwrap.fill(paragraph, width, initial_indent=indent, subsequent_indent=indent,
                              break_on_hyphens=False)
-
-
-def _terminal_width() -> int:
-    try:
-        return os.get_terminal_size().columns
-    except OSError:
-        return 100
 
 
 def _add_global_options(parser: argparse.ArgumentParser, env: Mapping[str, str], *, inherited: bool) -> None:

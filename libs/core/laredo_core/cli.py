@@ -101,10 +101,8 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
 def _know_secrets_of(args: argparse.Namespace) -> None:
     """Learn the secrets of a file that failed validation, so its error messages can be scrubbed; a file that
     cannot even be parsed leaves the rule alone (URL and key=value credentials are still redacted)."""
-    try:
+    with contextlib.suppress(ConfigError):
         activate(Redactor.from_tree(load_tree(args.config, sets=args.set)))
-    except ConfigError:
-        pass
 
 
 async def _run_until_stopped(prog: str, work: Awaitable[None], stop: asyncio.Event, grace: float) -> None:

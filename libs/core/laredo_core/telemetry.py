@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -11,12 +12,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-    SpanExporter,
-)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -30,28 +26,17 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 def build_tracer_provider(settings: TelemetrySettings, service_name: str, *,
                           exporter: SpanExporter | None = None) -> TracerProvider:
     """A provider exporting as configured (otlp, console, none); `exporter` overrides it (tests)."""
-    resource = Resource.create({"service.name": service_name, "service.namespace": settings.service_namespace})
-    provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)))
+    provider = TracerProvider(resource=_resource(settings, service_name),
+                              sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)))
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     elif settings.exporter == "console":
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     elif settings.exporter == "otlp":
-        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(settings)))
+        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(settings, "trace")))
     log.info("tracing for %s: exporter=%s sample_ratio=%s", service_name,
              "override" if exporter else settings.exporter, settings.sample_ratio)
     return provider
-
-
-def _otlp_exporter(settings: TelemetrySettings) -> SpanExporter:
-    if settings.otlp_protocol == "http":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
-        endpoint = settings.otlp_endpoint.rstrip("/")
-        return HttpExporter(endpoint=endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces")
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-
-    return GrpcExporter(endpoint=settings.otlp_endpoint, insecure=settings.otlp_endpoint.startswith("http://"))
 
 
 METRICS_EXPORT_SECONDS = 15.0
@@ -64,25 +49,25 @@ def build_meter_provider(settings: TelemetrySettings, service_name: str, *, read
     readers: list[MetricReader] = [metrics.reader] if metrics is not None else []
     if reader is not None:
         readers.append(reader)
-    elif settings.exporter == "otlp":
-        readers.append(PeriodicExportingMetricReader(_otlp_metric_exporter(settings),
-                                                     export_interval_millis=METRICS_EXPORT_SECONDS * 1000))
-    elif settings.exporter == "console":
-        readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(),
-                                                     export_interval_millis=METRICS_EXPORT_SECONDS * 1000))
-    resource = Resource.create({"service.name": service_name, "service.namespace": settings.service_namespace})
-    return MeterProvider(resource=resource, metric_readers=readers)
+    elif settings.exporter in ("otlp", "console"):
+        exporter = (_otlp_exporter(settings, "metric") if settings.exporter == "otlp"
+                    else ConsoleMetricExporter())
+        readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=METRICS_EXPORT_SECONDS * 1000))
+    return MeterProvider(resource=_resource(settings, service_name), metric_readers=readers)
 
 
-def _otlp_metric_exporter(settings: TelemetrySettings) -> Any:
+def _resource(settings: TelemetrySettings, service_name: str) -> Resource:
+    return Resource.create({"service.name": service_name, "service.namespace": settings.service_namespace})
+
+
+def _otlp_exporter(settings: TelemetrySettings, signal: str) -> Any:
+    """The OTLP exporter of `signal` (trace or metric); over HTTP it posts to <endpoint>/v1/<signal>s."""
+    module = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{settings.otlp_protocol}.{signal}_exporter")
+    exporter = getattr(module, "OTLPSpanExporter" if signal == "trace" else "OTLPMetricExporter")
     if settings.otlp_protocol == "http":
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
-
-        endpoint = settings.otlp_endpoint.rstrip("/")
-        return HttpExporter(endpoint=endpoint if endpoint.endswith("/v1/metrics") else endpoint + "/v1/metrics")
-    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
-
-    return GrpcExporter(endpoint=settings.otlp_endpoint, insecure=settings.otlp_endpoint.startswith("http://"))
+        endpoint, suffix = settings.otlp_endpoint.rstrip("/"), f"/v1/{signal}s"
+        return exporter(endpoint=endpoint if endpoint.endswith(suffix) else endpoint + suffix)
+    return exporter(endpoint=settings.otlp_endpoint, insecure=settings.otlp_endpoint.startswith("http://"))
 
 
 def inject_headers(ctx: otel_context.Context | None = None) -> dict[str, str]:

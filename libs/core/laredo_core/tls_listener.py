@@ -36,7 +36,8 @@ class TlsOnlyListener:
         self.port = 0
 
     async def start(self, host: str, port: int) -> None:
-        self._socket = socket.create_server((host, port), family=_family(host), reuse_port=False)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.create_server((host, port), family=family, reuse_port=False)
         self._socket.setblocking(False)
         self.port = self._socket.getsockname()[1]
         self._accepting = asyncio.create_task(self._accept(self._socket), name=f"tls-listener:{self.port}")
@@ -109,10 +110,6 @@ async def _peek(conn: socket.socket) -> bytes:
             return conn.recv(1, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
             continue
-
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def _peer(conn: socket.socket) -> str:

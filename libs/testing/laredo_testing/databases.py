@@ -24,26 +24,17 @@ def create_database(admin_dsn: str, name: str) -> str:
 def drop_database(admin_dsn: str, name: str, *, timeout: float = 15.0) -> None:
     """Drop database `name` and its logical slots, disconnecting whoever still uses them."""
     _check_database_name(name)
-    wait_until(
-        lambda: _drop_database_once(admin_dsn, name),
-        timeout=timeout,
-        what=f"database {name} and its replication slots to be dropped",
-    )
+    wait_until(lambda: _drop_database_once(admin_dsn, name), timeout=timeout,
+               what=f"database {name} and its replication slots to be dropped")
 
 
 def _drop_database_once(admin_dsn: str, name: str) -> bool:
     # Leaked slots would pin WAL and use up max_replication_slots for the rest of the session.
     with psycopg.connect(admin_dsn, autocommit=True, connect_timeout=10) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
-            " WHERE database = %s AND active_pid IS NOT NULL",
-            (name,),
-        )
-        conn.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-            " WHERE database = %s AND NOT active",
-            (name,),
-        )
+        conn.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
+                     " WHERE database = %s AND active_pid IS NOT NULL", (name,))
+        conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                     " WHERE database = %s AND NOT active", (name,))
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
     return True
 

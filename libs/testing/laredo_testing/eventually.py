@@ -22,17 +22,9 @@ class _Attempts:
         self.error: BaseException | None = None
         self.hung = False
 
-    def saw_value(self, value: Any) -> None:
+    def saw(self, value: Any = _UNSET, error: BaseException | None = None, hung: bool = False) -> None:
         self.count += 1
-        self.value, self.error, self.hung = value, None, False
-
-    def saw_error(self, error: BaseException) -> None:
-        self.count += 1
-        self.value, self.error, self.hung = _UNSET, error, False
-
-    def saw_hang(self) -> None:
-        self.count += 1
-        self.value, self.error, self.hung = _UNSET, None, True
+        self.value, self.error, self.hung = value, error, hung
 
     def timeout_error(self, what: str, timeout: float) -> AssertionError:
         if self.hung:
@@ -43,36 +35,25 @@ class _Attempts:
             last = "the predicate never returned"
         else:
             last = f"last value {self.value!r}"
-        return AssertionError(
-            f"timed out after {timeout:g}s waiting for {what} ({self.count} attempts; {last})"
-        )
+        return AssertionError(f"timed out after {timeout:g}s waiting for {what} ({self.count} attempts; {last})")
 
 
 def _describe(predicate: Callable[..., Any], what: str | None) -> str:
-    if what:
-        return what
-    return getattr(predicate, "__name__", None) or repr(predicate)
+    return what or getattr(predicate, "__name__", None) or repr(predicate)
 
 
 @overload
-async def eventually(
-    predicate: Callable[[], Awaitable[T]], *, timeout: float = ..., interval: float = ..., what: str | None = ...
-) -> T: ...
+async def eventually(predicate: Callable[[], Awaitable[T]], *, timeout: float = ..., interval: float = ...,
+                     what: str | None = ...) -> T: ...
 
 
 @overload
-async def eventually(
-    predicate: Callable[[], T], *, timeout: float = ..., interval: float = ..., what: str | None = ...
-) -> T: ...
+async def eventually(predicate: Callable[[], T], *, timeout: float = ..., interval: float = ...,
+                     what: str | None = ...) -> T: ...
 
 
-async def eventually(
-    predicate: Callable[[], Any],
-    *,
-    timeout: float = 10.0,
-    interval: float = 0.02,
-    what: str | None = None,
-) -> Any:
+async def eventually(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.02,
+                     what: str | None = None) -> Any:
     """Poll `predicate` (sync or async) until it returns a truthy value, and return that value.
 
     Exceptions raised by the predicate (including failed asserts) count as "not yet"; if the
@@ -90,27 +71,20 @@ async def eventually(
                 result = predicate()
                 value = await result if inspect.isawaitable(result) else result
         except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
-            if scope.expired():
-                attempts.saw_hang()
-            else:
-                attempts.saw_error(exc)
+            hung = scope.expired()
+            attempts.saw(error=None if hung else exc, hung=hung)
         else:
             if value:
                 return value
-            attempts.saw_value(value)
+            attempts.saw(value)
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise attempts.timeout_error(name, timeout) from attempts.error
         await asyncio.sleep(min(interval, remaining))
 
 
-def wait_until(
-    predicate: Callable[[], T],
-    *,
-    timeout: float = 10.0,
-    interval: float = 0.02,
-    what: str | None = None,
-) -> T:
+def wait_until(predicate: Callable[[], T], *, timeout: float = 10.0, interval: float = 0.02,
+               what: str | None = None) -> T:
     """Blocking twin of `eventually` for synchronous code (fixtures, server start-up)."""
     name = _describe(predicate, what)
     deadline = time.monotonic() + timeout
@@ -119,7 +93,7 @@ def wait_until(
         try:
             value = predicate()
         except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
-            attempts.saw_error(exc)
+            attempts.saw(error=exc)
         else:
             if inspect.isawaitable(value):
                 if inspect.iscoroutine(value):
@@ -127,7 +101,7 @@ def wait_until(
                 raise TypeError(f"wait_until got an awaitable from {name}; use eventually()")
             if value:
                 return value
-            attempts.saw_value(value)
+            attempts.saw(value)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise attempts.timeout_error(name, timeout) from attempts.error

@@ -89,9 +89,7 @@ def laredo_backend() -> Backend:
 @pytest.fixture(scope="session")
 def pg_server(laredo_backend: Backend) -> Iterator[PgServer]:
     """A PostgreSQL 15 server with wal_level=logical, shared by the whole session."""
-    server: PgServer
-    server = PostgresServer() if laredo_backend is Backend.PROCESS else PostgresContainerServer()
-    yield from _serve(server)
+    yield from _serve(PostgresServer() if laredo_backend is Backend.PROCESS else PostgresContainerServer())
 
 
 @pytest.fixture
@@ -105,9 +103,7 @@ def pg_dsn(pg_server: PgServer, unique_name: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def nats_server(laredo_backend: Backend) -> Iterator[NatsLike]:
     """A NATS server with JetStream enabled, shared by the whole session."""
-    server: NatsLike
-    server = NatsServer() if laredo_backend is Backend.PROCESS else NatsContainerServer()
-    yield from _serve(server)
+    yield from _serve(NatsServer() if laredo_backend is Backend.PROCESS else NatsContainerServer())
 
 
 @pytest.fixture(scope="session")
@@ -127,9 +123,7 @@ def nats_cluster() -> Iterator[NatsCluster]:
 @pytest.fixture(scope="session")
 def redis_server(laredo_backend: Backend) -> Iterator[RedisLike]:
     """A Redis server without persistence, shared by the whole session."""
-    server: RedisLike
-    server = RedisServer() if laredo_backend is Backend.PROCESS else RedisContainerServer()
-    yield from _serve(server)
+    yield from _serve(RedisServer() if laredo_backend is Backend.PROCESS else RedisContainerServer())
 
 
 @pytest.fixture(scope="session")
@@ -140,9 +134,7 @@ def redis_url(redis_server: RedisLike) -> str:
 @pytest.fixture(scope="session")
 def s3_server(laredo_backend: Backend) -> Iterator[S3Like]:
     """An S3-compatible server (moto as a process, MinIO as a container), shared by the session."""
-    server: S3Like
-    server = S3Server() if laredo_backend is Backend.PROCESS else MinioContainerServer()
-    yield from _serve(server)
+    yield from _serve(S3Server() if laredo_backend is Backend.PROCESS else MinioContainerServer())
 
 
 @pytest.fixture(scope="session")

@@ -45,11 +45,7 @@ DEFAULT_SETTINGS: Mapping[str, str | int] = {
 }
 
 StopMode = Literal["smart", "fast", "immediate"]
-_STOP_SIGNALS: Mapping[str, int] = {
-    "smart": signal.SIGTERM,
-    "fast": signal.SIGINT,
-    "immediate": signal.SIGQUIT,
-}
+_STOP_SIGNALS: Mapping[str, int] = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 
 
 class PostgresServer(StartedInContext):
@@ -63,14 +59,8 @@ class PostgresServer(StartedInContext):
     host = "127.0.0.1"
     user = "postgres"
 
-    def __init__(
-        self,
-        settings: Mapping[str, str | int] | None = None,
-        *,
-        run_dir: Path | None = None,
-        bin_dir: Path = PG_BIN_DIR,
-        start_timeout: float = 30.0,
-    ) -> None:
+    def __init__(self, settings: Mapping[str, str | int] | None = None, *, run_dir: Path | None = None,
+                 bin_dir: Path = PG_BIN_DIR, start_timeout: float = 30.0) -> None:
         self.settings: dict[str, str | int] = {**DEFAULT_SETTINGS, **(settings or {})}
         self.bin_dir = bin_dir
         self.start_timeout = start_timeout
@@ -167,11 +157,8 @@ class PostgresServer(StartedInContext):
             return
         initdb = self._executable("initdb")
         self._prepare_run_dir()
-        self._run(
-            [initdb, "-D", str(self.data_dir), "-U", self.user, "--auth=trust", "-E", "UTF8",
-             "--locale=C.UTF-8", "--no-sync"],
-            what="initdb",
-        )
+        self._run([initdb, "-D", str(self.data_dir), "-U", self.user, "--auth=trust", "-E", "UTF8",
+                   "--locale=C.UTF-8", "--no-sync"], what="initdb")
         with (self.data_dir / "postgresql.conf").open("a") as conf:
             conf.write("\ninclude 'laredo.conf'\n")
 
@@ -184,11 +171,7 @@ class PostgresServer(StartedInContext):
         shutil.chown(run_dir, "postgres", "postgres")
 
     def _write_settings(self) -> None:
-        values = {
-            **self.settings,
-            "port": self.port,
-            "unix_socket_directories": str(self.run_dir),
-        }
+        values = {**self.settings, "port": self.port, "unix_socket_directories": str(self.run_dir)}
         lines = [f"{key} = '{str(value).replace(chr(39), chr(39) * 2)}'" for key, value in values.items()]
         (self.data_dir / "laredo.conf").write_text("\n".join(lines) + "\n")
 
@@ -217,26 +200,20 @@ class PostgresServer(StartedInContext):
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
         try:
-            result = subprocess.run(
-                command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-                cwd=self.run_dir,
-            )
+            result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+                                    cwd=self.run_dir)
         except subprocess.TimeoutExpired as exc:
             raise ServerStartError(f"{what} took longer than {timeout:g}s: {' '.join(command)}") from exc
         if result.returncode != 0:
-            raise ServerStartError(
-                f"{what} failed with exit code {result.returncode}: {' '.join(command)}\n"
-                f"{result.stdout}{result.stderr}"
-            )
+            raise ServerStartError(f"{what} failed with exit code {result.returncode}: {' '.join(command)}\n"
+                                   f"{result.stdout}{result.stderr}")
 
     def _executable(self, name: str) -> str:
         path = self.bin_dir / name
         if not os.access(path, os.X_OK):
             raise MissingExecutableError(f"{path} is missing; install it with: {PG_INSTALL_HINT}")
         if os.geteuid() == 0 and not _user_exists("postgres"):
-            raise MissingExecutableError(
-                f"the postgres user does not exist; install it with: {PG_INSTALL_HINT}"
-            )
+            raise MissingExecutableError(f"the postgres user does not exist; install it with: {PG_INSTALL_HINT}")
         return str(path)
 
 
@@ -244,10 +221,9 @@ def _check_traversable(path: Path) -> None:
     """initdb runs as postgres, which needs search permission on every parent directory."""
     for parent in path.parents:
         if not parent.stat().st_mode & 0o001:
-            raise ServerStartError(
-                f"the postgres user cannot traverse {parent} (mode {parent.stat().st_mode & 0o777:o}); "
-                "chmod o+x it or set TMPDIR to a directory such as /tmp"
-            )
+            raise ServerStartError(f"the postgres user cannot traverse {parent} (mode "
+                                   f"{parent.stat().st_mode & 0o777:o}); chmod o+x it or set TMPDIR to a directory "
+                                   "such as /tmp")
 
 
 def _user_exists(user: str) -> bool:

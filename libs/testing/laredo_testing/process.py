@@ -250,34 +250,21 @@ class ProcessServer(StartedInContext):
     def _spawn_and_wait(self) -> None:
         command = self._command()
         with self.log_path.open("ab") as log:
-            self._proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.run_dir,
-                # Own session: a Ctrl-C aimed at pytest must not kill servers before teardown.
-                start_new_session=True,
-            )
+            # Own session: a Ctrl-C aimed at pytest must not kill servers before teardown.
+            self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          cwd=self.run_dir, start_new_session=True)
         proc = self._proc
         try:
-            wait_until(
-                lambda: proc.poll() is not None or self._is_ready(),
-                timeout=self.start_timeout,
-                what=f"{self.name} to accept connections",
-            )
+            wait_until(lambda: proc.poll() is not None or self._is_ready(), timeout=self.start_timeout,
+                       what=f"{self.name} to accept connections")
         except AssertionError as exc:
             self.stop()
-            raise ServerStartError(
-                f"{self.name} did not become ready within {self.start_timeout:g}s: "
-                f"{' '.join(command)}\n{log_tail(self.log_path)}"
-            ) from exc
+            raise ServerStartError(f"{self.name} did not become ready within {self.start_timeout:g}s: "
+                                   f"{' '.join(command)}\n{log_tail(self.log_path)}") from exc
         if proc.poll() is not None:
             self._proc = None
-            raise _ExitedEarly(
-                f"{self.name} exited with code {proc.returncode} during start-up: "
-                f"{' '.join(command)}\n{log_tail(self.log_path)}"
-            )
+            raise _ExitedEarly(f"{self.name} exited with code {proc.returncode} during start-up: "
+                               f"{' '.join(command)}\n{log_tail(self.log_path)}")
 
     def describe(self) -> str:
         return ""

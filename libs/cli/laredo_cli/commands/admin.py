@@ -7,9 +7,8 @@ from typing import Any
 
 from laredo.v1 import oam_pb2
 
-from laredo_cli.commands.common import Context, Registrar, add_yes, confirm, print_json, report, seconds, table_name
+from laredo_cli.commands.common import Context, Registrar, add_yes, confirm, print_answer, report, seconds, table_name
 from laredo_cli.commands.status import service_state
-from laredo_cli.errors import ExitCode
 from laredo_cli.output import format_value
 from laredo_cli.protojson import struct_to_dict
 
@@ -83,7 +82,7 @@ def _add_drain(commands: Registrar) -> None:
     drain.set_defaults(handler=run_drain)
 
 
-def run_reload(ctx: Context) -> ExitCode | None:
+def run_reload(ctx: Context) -> None:
     args = ctx.args
     if args.all:
         answer = ctx.oam.call("ReloadAll", oam_pb2.ReloadAllRequest(source_id=args.source))
@@ -92,17 +91,14 @@ def run_reload(ctx: Context) -> ExitCode | None:
         answer = ctx.oam.call("ReloadTable", oam_pb2.ReloadTableRequest(
             source_id=args.source, schema=args.table.schema, table=args.table.table))
         report(ctx, answer, answer.accepted, f"reload of {args.table}", [answer.message])
-    return None
 
 
-def run_pause(ctx: Context) -> ExitCode | None:
-    answer = ctx.oam.call("PauseSync", oam_pb2.PauseSyncRequest(source_id=_source(ctx)))
-    return _state(ctx, answer)
+def run_pause(ctx: Context) -> None:
+    _state(ctx, ctx.oam.call("PauseSync", oam_pb2.PauseSyncRequest(source_id=_source(ctx))))
 
 
-def run_resume(ctx: Context) -> ExitCode | None:
-    answer = ctx.oam.call("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=_source(ctx)))
-    return _state(ctx, answer)
+def run_resume(ctx: Context) -> None:
+    _state(ctx, ctx.oam.call("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=_source(ctx))))
 
 
 def _source(ctx: Context) -> str:
@@ -111,13 +107,10 @@ def _source(ctx: Context) -> str:
 
 
 def _state(ctx: Context, answer: Any) -> None:
-    if ctx.json:
-        print_json(ctx, answer)
-    else:
-        ctx.output.line(f"state: {service_state(answer.state)}")
+    print_answer(ctx, answer, f"state: {service_state(answer.state)}")
 
 
-def run_reset(ctx: Context) -> ExitCode | None:
+def run_reset(ctx: Context) -> None:
     args = ctx.args
     extra = " and its publication" if args.drop_publication else ""
     confirm(ctx, f"Resetting source {args.source} drops its replication slot{extra}; every table of it takes "
@@ -127,10 +120,9 @@ def run_reset(ctx: Context) -> ExitCode | None:
     details = [f"{name}: {format_value(value)}" for name, value in struct_to_dict(answer.details).items()
                if value not in ({}, [], None, "")]
     report(ctx, answer, answer.accepted, f"reset of source {args.source}", [answer.message, *details])
-    return None
 
 
-def run_drain(ctx: Context) -> ExitCode | None:
+def run_drain(ctx: Context) -> None:
     args = ctx.args
     table = args.table
     answer = ctx.oam.call("DrainReplication", oam_pb2.DrainReplicationRequest(
@@ -140,4 +132,3 @@ def run_drain(ctx: Context) -> ExitCode | None:
     scope = f"drain of {table} on {where}" if table else f"drain of {where}"
     drained = ", ".join(answer.drained_instances) or str(answer.drained_targets)
     report(ctx, answer, answer.accepted, scope, [answer.message, f"fan-out instances drained: {drained}"])
-    return None

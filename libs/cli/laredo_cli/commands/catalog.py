@@ -5,7 +5,6 @@ from __future__ import annotations
 from laredo.v1 import oam_pb2
 
 from laredo_cli.commands.common import Context, Registrar, print_json, table_name, text_or_dash
-from laredo_cli.errors import ExitCode
 
 
 def register(commands: Registrar) -> None:
@@ -26,7 +25,7 @@ def register(commands: Registrar) -> None:
     schema.set_defaults(handler=run_schema)
 
 
-def run_tables(ctx: Context) -> ExitCode | None:
+def run_tables(ctx: Context) -> None:
     answer = ctx.oam.call("ListTables", oam_pb2.ListTablesRequest())
     if ctx.json:
         return print_json(ctx, answer)
@@ -35,10 +34,9 @@ def run_tables(ctx: Context) -> ExitCode | None:
         [[f"{t.schema}.{t.table}", t.source_id, text_or_dash(t.source_type), text_or_dash(t.target_type),
           text_or_dash(t.primary_key)] for t in answer.tables],
         empty="(no table configured)")
-    return None
 
 
-def run_schema(ctx: Context) -> ExitCode | None:
+def run_schema(ctx: Context) -> None:
     table = ctx.args.table
     answer = ctx.oam.call("GetTableSchema", oam_pb2.GetTableSchemaRequest(schema=table.schema, table=table.table))
     if ctx.json:
@@ -49,4 +47,3 @@ def run_schema(ctx: Context) -> ExitCode | None:
           str(c.primary_key_ordinal or 1) if (c.is_primary_key or c.primary_key_ordinal) else "-"]
          for c in answer.columns],
         right=[0], empty="(no column reported)")
-    return None

@@ -171,12 +171,17 @@ def print_json(ctx: Context, message: Message) -> None:
     ctx.output.json(message_to_json(message))
 
 
-def report(ctx: Context, answer: Message, accepted: bool, what: str, lines: list[str]) -> None:
-    """Print an administrative answer; exit code 1 when it was not accepted."""
+def print_answer(ctx: Context, answer: Message, *lines: str) -> None:
+    """The answer as JSON with --json, else `lines` for people."""
     if ctx.json:
         print_json(ctx, answer)
     else:
-        ctx.output.line(f"{what}: {'accepted' if accepted else 'NOT accepted'}")
-        ctx.output.lines(f"  {line}" for line in lines if line)
+        ctx.output.lines(lines)
+
+
+def report(ctx: Context, answer: Message, accepted: bool, what: str, lines: list[str]) -> None:
+    """Print an administrative answer; exit code 1 when it was not accepted."""
+    print_answer(ctx, answer, f"{what}: {'accepted' if accepted else 'NOT accepted'}",
+                 *(f"  {line}" for line in lines if line))
     if not accepted:
         raise Refused(f"{what} was not accepted" + (f": {lines[0]}" if lines and lines[0] else ""))

@@ -10,11 +10,12 @@ from laredo_cli.commands.common import (
     add_yes,
     confirm,
     positive_int,
+    print_answer,
     print_json,
     text_or_dash,
     when,
 )
-from laredo_cli.errors import ExitCode, Refused
+from laredo_cli.errors import Refused
 from laredo_cli.output import MAX_CELL, format_value, shorten
 from laredo_cli.protojson import struct_to_dict
 
@@ -48,7 +49,7 @@ def register(commands: Registrar) -> None:
     purge.set_defaults(handler=run_purge)
 
 
-def run_list(ctx: Context) -> ExitCode | None:
+def run_list(ctx: Context) -> None:
     args = ctx.args
     answer = ctx.oam.call("ListDeadLetters", oam_pb2.ListDeadLettersRequest(pipeline_id=args.pipeline,
                                                                             limit=args.limit))
@@ -63,27 +64,19 @@ def run_list(ctx: Context) -> ExitCode | None:
         empty="(no dead letter)")
     if answer.total_count > len(answer.entries):
         ctx.output.line(f"showing {len(answer.entries)} of {answer.total_count}")
-    return None
 
 
-def run_replay(ctx: Context) -> ExitCode | None:
+def run_replay(ctx: Context) -> None:
     pipeline = ctx.args.pipeline
     answer = ctx.oam.call("ReplayDeadLetters", oam_pb2.ReplayDeadLettersRequest(pipeline_id=pipeline))
-    if ctx.json:
-        print_json(ctx, answer)
-    else:
-        ctx.output.line(f"replayed {answer.replayed} dead letter(s) of {pipeline}: {answer.succeeded} "
-                        f"succeeded, {answer.failed} failed")
+    print_answer(ctx, answer, f"replayed {answer.replayed} dead letter(s) of {pipeline}: {answer.succeeded} "
+                              f"succeeded, {answer.failed} failed")
     if answer.failed:
         raise Refused(f"{answer.failed} dead letter(s) of {pipeline} failed again")
-    return None
 
 
-def run_purge(ctx: Context) -> ExitCode | None:
+def run_purge(ctx: Context) -> None:
     pipeline = ctx.args.pipeline
     confirm(ctx, f"Purging removes every dead letter of {pipeline}; they cannot be replayed afterwards.")
     answer = ctx.oam.call("PurgeDeadLetters", oam_pb2.PurgeDeadLettersRequest(pipeline_id=pipeline))
-    if ctx.json:
-        return print_json(ctx, answer)
-    ctx.output.line(f"purged {answer.purged} dead letter(s) of {pipeline}")
-    return None
+    print_answer(ctx, answer, f"purged {answer.purged} dead letter(s) of {pipeline}")

@@ -9,7 +9,8 @@ from typing import Any
 from google.protobuf import struct_pb2
 from laredo.v1 import query_pb2
 
-from laredo_cli.commands.common import Context, Registrar, TableName, positive_int, stream_messages, table_name
+from laredo_cli.commands.common import (Context, Registrar, TableName, positive_int, print_answer, print_json,
+                                        stream_messages, table_name)
 from laredo_cli.errors import CliError, ExitCode, Refused
 from laredo_cli.output import format_value, render_fields, render_rows
 from laredo_cli.protojson import message_to_json, python_to_value, struct_to_dict, timestamp_text
@@ -119,7 +120,7 @@ def key_values(texts: list[str], typed: bool) -> list[struct_pb2.Value]:
     return values
 
 
-def run_lookup(ctx: Context) -> ExitCode | None:
+def run_lookup(ctx: Context) -> None:
     args = ctx.args
     table: TableName = args.table
     values = key_values(args.values, args.typed)
@@ -133,14 +134,13 @@ def run_lookup(ctx: Context) -> ExitCode | None:
         _show_rows(ctx, message_to_json(answer), rows)
         if not rows:
             raise Refused(f"no row of {table} matches {_key(args.values)} in {index}")
-        return None
+        return
     answer = ctx.query.call("Lookup", query_pb2.LookupRequest(
         schema=table.schema, table=table.table, index_name=args.index, key_values=values))
     _show_found(ctx, answer, f"no row of {table} matches {_key(args.values)} in {index}")
-    return None
 
 
-def run_get(ctx: Context) -> ExitCode | None:
+def run_get(ctx: Context) -> None:
     args = ctx.args
     table: TableName = args.table
     request = query_pb2.GetRowRequest(schema=table.schema, table=table.table,
@@ -149,10 +149,9 @@ def run_get(ctx: Context) -> ExitCode | None:
         request.primary_key = int(args.key[0])  # for services that only read the integer field
     answer = ctx.query.call("GetRow", request)
     _show_found(ctx, answer, f"no row of {table} has primary key {_key(args.key)}")
-    return None
 
 
-def run_list(ctx: Context) -> ExitCode | None:
+def run_list(ctx: Context) -> None:
     args = ctx.args
     table: TableName = args.table
     token, seen_tokens = args.page_token, set()
@@ -170,17 +169,12 @@ def run_list(ctx: Context) -> ExitCode | None:
     if not ctx.json:
         more = f"; next page: laredo list {table} --page-token {token}" if token else ""
         ctx.output.line(f"{len(rows)} of {answer.total_count} rows{more}")
-    return None
 
 
-def run_count(ctx: Context) -> ExitCode | None:
+def run_count(ctx: Context) -> None:
     table: TableName = ctx.args.table
     answer = ctx.query.call("CountRows", query_pb2.CountRowsRequest(schema=table.schema, table=table.table))
-    if ctx.json:
-        ctx.output.json(message_to_json(answer))
-    else:
-        ctx.output.line(str(answer.count))
-    return None
+    print_answer(ctx, answer, str(answer.count))
 
 
 def run_subscribe(ctx: Context) -> ExitCode:
@@ -207,7 +201,7 @@ def describe_change(change: query_pb2.SubscribeResponse) -> str:
 
 def _show_found(ctx: Context, answer: Any, missing: str) -> None:
     if ctx.json:
-        ctx.output.json(message_to_json(answer))
+        print_json(ctx, answer)
     elif answer.found:
         row = struct_to_dict(answer.row)
         names = ctx.args.columns or sorted(row)

@@ -8,8 +8,9 @@ import time
 
 from laredo.v1 import oam_pb2
 
-from laredo_cli.commands.common import Context, Registrar, duration_text, print_json, report, seconds, table_name
-from laredo_cli.errors import ExitCode, Refused
+from laredo_cli.commands.common import (Context, Registrar, duration_text, print_answer, print_json, report, seconds,
+                                        table_name)
+from laredo_cli.errors import Refused
 
 #: How often `replay start --wait` asks for progress (the API offers no progress stream).
 POLL_INTERVAL = 0.5
@@ -59,7 +60,7 @@ def speed(text: str) -> str:
     return text
 
 
-def run_start(ctx: Context) -> ExitCode | None:
+def run_start(ctx: Context) -> None:
     args = ctx.args
     answer = ctx.oam.call("StartReplay", oam_pb2.StartReplayRequest(
         snapshot_id=args.snapshot_id, target_pipeline_id=args.pipeline, speed=args.speed,
@@ -67,7 +68,7 @@ def run_start(ctx: Context) -> ExitCode | None:
     if not args.wait or not answer.accepted:
         report(ctx, answer, answer.accepted, f"replay {answer.replay_id or 'of ' + args.snapshot_id}",
                [answer.message])
-        return None
+        return
     if not ctx.json:
         ctx.output.note(f"replay {answer.replay_id} started; waiting for it to end (Ctrl-C stops waiting, "
                         "not the replay)")
@@ -80,7 +81,6 @@ def run_start(ctx: Context) -> ExitCode | None:
     _show_status(ctx, final)
     if final.state != "completed":
         raise Refused(f"replay {final.replay_id} ended {final.state}")
-    return None
 
 
 def _wait(ctx: Context, replay_id: str, poll: float) -> oam_pb2.GetReplayStatusResponse:
@@ -92,10 +92,9 @@ def _wait(ctx: Context, replay_id: str, poll: float) -> oam_pb2.GetReplayStatusR
         time.sleep(poll)
 
 
-def run_status(ctx: Context) -> ExitCode | None:
+def run_status(ctx: Context) -> None:
     answer = ctx.oam.call("GetReplayStatus", oam_pb2.GetReplayStatusRequest(replay_id=ctx.args.replay_id))
     _show_status(ctx, answer)
-    return None
 
 
 def _show_status(ctx: Context, answer: oam_pb2.GetReplayStatusResponse) -> None:
@@ -106,13 +105,9 @@ def _show_status(ctx: Context, answer: oam_pb2.GetReplayStatusResponse) -> None:
                        ("rows replayed", str(answer.rows_replayed)), ("elapsed", duration_text(answer.elapsed))])
 
 
-def run_stop(ctx: Context) -> ExitCode | None:
+def run_stop(ctx: Context) -> None:
     replay_id = ctx.args.replay_id
     answer = ctx.oam.call("StopReplay", oam_pb2.StopReplayRequest(replay_id=replay_id))
-    if ctx.json:
-        print_json(ctx, answer)
-    else:
-        ctx.output.line(f"replay {replay_id} " + ("stopped" if answer.stopped else "NOT stopped"))
+    print_answer(ctx, answer, f"replay {replay_id} " + ("stopped" if answer.stopped else "NOT stopped"))
     if not answer.stopped:
         raise Refused(f"replay {replay_id} was not stopped")
-    return None

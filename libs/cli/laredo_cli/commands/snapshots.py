@@ -12,13 +12,14 @@ from laredo_cli.commands.common import (
     add_yes,
     confirm,
     positive_int,
+    print_answer,
     print_json,
     report,
     table_name,
     text_or_dash,
     when,
 )
-from laredo_cli.errors import ExitCode, Refused
+from laredo_cli.errors import Refused
 from laredo_cli.output import format_value
 from laredo_cli.protojson import struct_to_dict
 
@@ -99,7 +100,7 @@ def tables_text(info: oam_pb2.SnapshotInfo) -> str:
     return ", ".join(f"{t.schema}.{t.table} ({t.row_count} rows)" for t in info.tables) or "-"
 
 
-def run_list(ctx: Context) -> ExitCode | None:
+def run_list(ctx: Context) -> None:
     args = ctx.args
     answer = ctx.oam.call("ListSnapshots", oam_pb2.ListSnapshotsRequest(
         table=str(args.table) if args.table else "", limit=args.limit))
@@ -110,10 +111,9 @@ def run_list(ctx: Context) -> ExitCode | None:
         [[s.snapshot_id, when(s.created_at, s.HasField("created_at")), text_or_dash(s.format),
           size_text(s.size_bytes), tables_text(s)] for s in answer.snapshots],
         right=[3], empty="(no snapshot)")
-    return None
 
 
-def run_create(ctx: Context) -> ExitCode | None:
+def run_create(ctx: Context) -> None:
     args = ctx.args
     request = oam_pb2.CreateSnapshotRequest(tables=[str(t) for t in args.tables])
     if args.meta:
@@ -121,10 +121,9 @@ def run_create(ctx: Context) -> ExitCode | None:
     answer = ctx.oam.call("CreateSnapshot", request)
     what = f"snapshot {answer.snapshot_id}" if answer.snapshot_id else "snapshot"
     report(ctx, answer, answer.accepted, what, [answer.message])
-    return None
 
 
-def run_inspect(ctx: Context) -> ExitCode | None:
+def run_inspect(ctx: Context) -> None:
     answer = ctx.oam.call("InspectSnapshot", oam_pb2.InspectSnapshotRequest(snapshot_id=ctx.args.snapshot_id))
     if ctx.json:
         return print_json(ctx, answer)
@@ -140,39 +139,30 @@ def run_inspect(ctx: Context) -> ExitCode | None:
     ctx.output.table(["TABLE", "ROWS", "TARGET"],
                      [[f"{t.schema}.{t.table}", str(t.row_count), text_or_dash(t.target_type)]
                       for t in info.tables], right=[1], empty="(no table)")
-    return None
 
 
-def run_restore(ctx: Context) -> ExitCode | None:
+def run_restore(ctx: Context) -> None:
     args = ctx.args
     confirm(ctx, f"Restoring snapshot {args.snapshot_id} replaces the current state of its tables.")
     answer = ctx.oam.call("RestoreSnapshot", oam_pb2.RestoreSnapshotRequest(
         snapshot_id=args.snapshot_id, confirm=True, skip_meta_check=args.skip_meta_check))
     lines = [answer.message, *(f"warning: {w}" for w in answer.warnings)]
     report(ctx, answer, answer.accepted, f"restore of snapshot {args.snapshot_id}", lines)
-    return None
 
 
-def run_delete(ctx: Context) -> ExitCode | None:
+def run_delete(ctx: Context) -> None:
     snapshot_id = ctx.args.snapshot_id
     confirm(ctx, f"Deleting snapshot {snapshot_id} cannot be undone.")
     answer = ctx.oam.call("DeleteSnapshot", oam_pb2.DeleteSnapshotRequest(snapshot_id=snapshot_id))
-    if ctx.json:
-        print_json(ctx, answer)
-    else:
-        ctx.output.line(f"snapshot {snapshot_id} " + ("deleted" if answer.deleted else "NOT deleted"))
+    print_answer(ctx, answer, f"snapshot {snapshot_id} " + ("deleted" if answer.deleted else "NOT deleted"))
     if not answer.deleted:
         raise Refused(f"snapshot {snapshot_id} was not deleted")
-    return None
 
 
-def run_prune(ctx: Context) -> ExitCode | None:
+def run_prune(ctx: Context) -> None:
     args = ctx.args
     scope = f" of {args.table}" if args.table else ""
     confirm(ctx, f"Pruning deletes every snapshot{scope} but the newest {args.keep}.")
     answer = ctx.oam.call("PruneSnapshots", oam_pb2.PruneSnapshotsRequest(
         keep=args.keep, table=str(args.table) if args.table else ""))
-    if ctx.json:
-        return print_json(ctx, answer)
-    ctx.output.line(f"deleted {answer.deleted_count} snapshot(s){scope}, kept the newest {args.keep}")
-    return None
+    print_answer(ctx, answer, f"deleted {answer.deleted_count} snapshot(s){scope}, kept the newest {args.keep}")

@@ -12,6 +12,7 @@ from laredo_cli.commands.common import (
     Registrar,
     duration_text,
     enum_name,
+    print_answer,
     print_json,
     positive_int,
     seconds,
@@ -236,22 +237,17 @@ def show_indexes(ctx: Context, indexes: Any) -> None:
                       for i in indexes], right=[3])
 
 
-def run_ready(ctx: Context) -> ExitCode | None:
+def run_ready(ctx: Context) -> None:
     args = ctx.args
     answer = ctx.oam.call("CheckReady", oam_pb2.CheckReadyRequest(
         source=args.source or "", table=str(args.table) if args.table else "", pipeline_id=args.pipeline or ""))
-    if ctx.json:
-        print_json(ctx, answer)
-    else:
-        ctx.output.line("ready" if answer.ready else "not ready")
-        for reason in answer.not_ready_reasons:
-            ctx.output.line(f"  - {reason}")
+    print_answer(ctx, answer, "ready" if answer.ready else "not ready",
+                 *(f"  - {reason}" for reason in answer.not_ready_reasons))
     if not answer.ready:
         raise Refused("not ready")
-    return None
 
 
-def run_sources(ctx: Context) -> ExitCode | None:
+def run_sources(ctx: Context) -> None:
     answer = ctx.oam.call("GetSourceInfo", oam_pb2.GetSourceInfoRequest(source_id=ctx.args.source))
     if ctx.json:
         return print_json(ctx, answer)
@@ -266,7 +262,6 @@ def run_sources(ctx: Context) -> ExitCode | None:
             ctx.output.line()
             ctx.output.line(f"{s.source_id} details:")
             ctx.output.lines(f"  {k}: {format_value(v)}" for k, v in struct_to_dict(s.details).items())
-    return None
 
 
 def run_watch(ctx: Context) -> ExitCode:

@@ -14,21 +14,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
-from google.protobuf import descriptor_pool, json_format, message_factory
-from google.protobuf.message import DecodeError, Message
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from laredo_core.auth.authenticator import Authenticator
 from laredo_core.auth.identity import Identity
 from laredo_core.auth.policy import Refusal, RefusalKind, check_role, check_tables
 from laredo_core.auth.rules import OPEN_METHODS, TableScope, every_table, method_rules
 from laredo_core.auth.settings import AuthSettings
+from laredo_core.frontdoor.codec import BAD_BODY, message_types
 from laredo_core.frontdoor.envoy_config import CODEC_HEADER
 
 log = logging.getLogger(__name__)
 
 _CODES = {RefusalKind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
           RefusalKind.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED}
-_BAD_BODY = (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError, TypeError)
 
 
 def _metadata(pairs: Sequence[tuple[str, Any]] | None) -> dict[str, str]:
@@ -106,9 +106,7 @@ def _refusing(handler: grpc.RpcMethodHandler | None, refusal: Refusal | None, me
 
 def _decoder(method: str, metadata: Mapping[str, str]) -> Callable[[Any], Message]:
     """The request as a message, whatever form the inner interceptors left it in (proto or JSON bytes)."""
-    service, _, name = method.lstrip("/").partition("/")
-    descriptor = descriptor_pool.Default().FindServiceByName(service).FindMethodByName(name)
-    request_type = message_factory.GetMessageClass(descriptor.input_type)
+    request_type = message_types(method)[0]  # type: ignore[index] - a method with a rule is in the pool
     json_call = metadata.get(CODEC_HEADER) == "json"
 
     def decode(request: Any) -> Message:
@@ -128,7 +126,7 @@ def _checking_tables(handler: grpc.RpcMethodHandler, identity: Identity, method:
     async def admitted(request: Any, context: grpc.aio.ServicerContext) -> None:
         try:
             tables = scope(decode(request))
-        except _BAD_BODY as exc:
+        except BAD_BODY as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"{method}: the request body is not a valid message: {exc}")
         await _abort(context, check_tables(identity, method, tables), method, metadata)

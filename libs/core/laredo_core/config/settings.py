@@ -276,7 +276,7 @@ def _telemetry(r: Reader) -> TelemetrySettings:
 
 def _endpoint(r: Reader, *, grpc: bool = True, grpc_port: int = 0, health_port: int = 0) -> ServiceEndpoint:
     g = r.section("grpc") if grpc else None
-    settings = ServiceEndpoint(
+    return ServiceEndpoint(
         grpc_host=g.string("host", DEFAULT_HOST) if g else "",
         grpc_port=g.integer("port", grpc_port, minimum=0, maximum=65535) if g else 0,
         health_host=r.string("health_host", DEFAULT_HOST),
@@ -285,7 +285,6 @@ def _endpoint(r: Reader, *, grpc: bool = True, grpc_port: int = 0, health_port: 
         drain_grace=r.duration("drain_grace", 0.0),
         options=r.tree,
     )
-    return settings
 
 
 def _legacy_grpc_port(root: Reader) -> int:
@@ -293,7 +292,6 @@ def _legacy_grpc_port(root: Reader) -> int:
     if not root.has("grpc"):
         return 4001
     return root.section("grpc").integer("port", 4001, minimum=0, maximum=65535)
-
 
 
 def service_reader(options: Mapping[str, Any], path: str, problems: list[str], *,

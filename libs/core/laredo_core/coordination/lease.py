@@ -4,6 +4,7 @@ source). Only the port is used here (no Redis import), so services' application 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from laredo_core.coordination.outage import OutageLog
@@ -68,11 +69,9 @@ class LeaderLease:
                 self._start_renewing(sent_at)
                 logger.info("%s holds lease %r (ttl %gs)", self.holder, self.name, self.ttl)
                 return True
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.renew_every):
                     await stop.wait()
-            except TimeoutError:
-                pass
         return False
 
     async def release(self) -> None:

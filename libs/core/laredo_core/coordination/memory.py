@@ -12,6 +12,7 @@ ManualClock and `advance()` it), and `clear()` loses every record like a Redis r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -222,11 +223,9 @@ class InMemoryCoordinationStore:
     async def wait_for_change(self, timeout: float) -> None:
         """Wait until any record changes or `timeout` seconds pass, whichever comes first."""
         changed = self._changed
-        try:
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await changed.wait()
-        except TimeoutError:
-            pass
 
     def add_watcher(self, watcher: MemoryEventSubscription) -> None:
         self._watchers.add(watcher)

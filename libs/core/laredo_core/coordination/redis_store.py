@@ -41,7 +41,6 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio
 import redis.exceptions
@@ -67,8 +66,9 @@ from laredo_core.coordination.records import (
     result_to_json,
 )
 from laredo_core.coordination.redis_subscriptions import RedisCommandSubscription, RedisEventSubscription
+from laredo_core.redaction import redact_url
 
-__all__ = ["RedisCoordinationStore", "redact_url"]
+__all__ = ["RedisCoordinationStore"]
 
 # Errors that say "this Redis cannot serve us now", whatever the cause (down, loading, replica, out of memory,
 # unwritable disk, missing permission): callers retry later, data keeps flowing. Anything else is a bug.
@@ -104,17 +104,6 @@ return 0
 DeliveryKey = tuple[str, str, str]  # stream key, group, entry id
 _TLS_HINT = (", that redis.tls.ca names the CA that signs its certificate and that redis.tls.cert and key are set "
              "if it requires client certificates")
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ***, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class RedisCoordinationStore:
@@ -222,7 +211,7 @@ class RedisCoordinationStore:
     async def send_command(self, target: str, kind: CommandKind, args: Mapping[str, Any] | None = None) -> str:
         if not isinstance(kind, CommandKind):
             raise ValueError(f"command kind {kind!r} is not a CommandKind; use one of {[k.name for k in CommandKind]}")
-        command = Command(_new_command_id(), check_name("command target", target), kind, dict(args or {}),
+        command = Command(uuid.uuid4().hex, check_name("command target", target), kind, dict(args or {}),
                           now_unix_ms())
         text = command_to_json(command)
         with self.unavailable_as(f"sending {kind.value} to {target!r}"):
@@ -298,7 +287,3 @@ def _millis(what: str, seconds: float) -> int:
     if not seconds > 0:
         raise ValueError(f"{what} must be a positive number of seconds, got {seconds!r}")
     return max(1, round(seconds * 1000))
-
-
-def _new_command_id() -> str:
-    return uuid.uuid4().hex

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=512)
-def _message_types(method: str) -> tuple[type[Message], type[Message]] | None:
+def message_types(method: str) -> tuple[type[Message], type[Message]] | None:
     """The request and response classes of "/package.Service/Method", from the default descriptor pool."""
     service, _, name = method.lstrip("/").partition("/")
     try:
@@ -40,7 +40,7 @@ def _message_types(method: str) -> tuple[type[Message], type[Message]] | None:
 
 
 def _request_type(method: str, handler: grpc.RpcMethodHandler) -> type[Message] | None:
-    types = _message_types(method)
+    types = message_types(method)
     if types is not None:
         return types[0]
     owner = getattr(handler.request_deserializer, "__self__", None)
@@ -49,7 +49,7 @@ def _request_type(method: str, handler: grpc.RpcMethodHandler) -> type[Message] 
 
 #: What a handler raises on purpose (context.abort) or on the way out; everything else is unexpected.
 _PASS_THROUGH = (grpc.aio.AbortError, grpc.aio.UsageError, GeneratorExit)
-_BAD_BODY = (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError, TypeError)
+BAD_BODY = (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError, TypeError)
 
 
 def _refusal(status: grpc.StatusCode, text: str, streaming: bool) -> Callable[..., Any]:
@@ -80,7 +80,7 @@ def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes]
     async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
         try:
             return parse(raw)
-        except _BAD_BODY as exc:
+        except BAD_BODY as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"{method}: the request body is not a valid message: {exc}")
 
@@ -121,7 +121,7 @@ class CodecInterceptor(grpc.aio.ServerInterceptor):
         request_type = _request_type(method, handler)
         original = handler.request_deserializer
         if json_call:
-            types = _message_types(method)
+            types = message_types(method)
             if request_type is None or types is None:
                 return handler._replace(request_deserializer=None, response_serializer=None,
                                         **_behaviour(handler, _refusal(

@@ -14,6 +14,15 @@ class TailUnavailable(LaredoError):
     """The stream no longer holds (or never held) every message a rebuild needs; it cannot be carried out."""
 
 
+def check_holds(stream: str, table: TableId, first: int, last: int, after: int, up_to: int) -> None:
+    """Raise TailUnavailable unless `stream`, holding sequences `first` to `last`, still holds after+1 to up_to."""
+    if last < up_to:
+        raise TailUnavailable(f"stream {stream} ends at sequence {last}, before {up_to}: it was created again")
+    if first > after + 1:
+        raise TailUnavailable(f"stream {stream} starts at sequence {first}: the messages of {table} after {after} "
+                              "were removed by its limits; use a newer snapshot")
+
+
 class StreamTail(Protocol):
     """Reads what ingest published for one table between two stream sequences (JetStream in production).
 

@@ -11,6 +11,7 @@ import asyncio
 import io
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import urllib3
 from minio import Minio
@@ -67,9 +68,12 @@ class S3SnapshotStore:
             raise SnapshotNotFound(snapshot_id)
         return f"{self._table_prefix(table)}{snapshot_id}/{name}"
 
-    def _table_prefix(self, table: TableId) -> str:
+    def _root(self) -> str:
         prefix = self._location.prefix.strip("/")
-        return f"{prefix}/{table_directory(table)}/" if prefix else f"{table_directory(table)}/"
+        return f"{prefix}/" if prefix else ""
+
+    def _table_prefix(self, table: TableId) -> str:
+        return f"{self._root()}{table_directory(table)}/"
 
     async def write_part(self, table: TableId, snapshot_id: str, name: str, data: bytes) -> None:
         await self._call(self._put, self._key(table, snapshot_id, name), data)
@@ -134,16 +138,18 @@ class S3SnapshotStore:
             response.close()
             response.release_conn()
 
-    def _list(self, table: TableId) -> list[SnapshotManifest]:
-        manifests = []
+    def _objects(self, prefix: str, *, recursive: bool) -> list[Any]:
+        """The objects under `prefix` ([] while the bucket does not exist)."""
         try:
-            objects = list(self._client.list_objects(self._location.bucket, prefix=self._table_prefix(table),
-                                                     recursive=True))
+            return list(self._client.list_objects(self._location.bucket, prefix=prefix, recursive=recursive))
         except S3Error as exc:
             if exc.code == "NoSuchBucket":
                 return []
             raise
-        for item in objects:
+
+    def _list(self, table: TableId) -> list[SnapshotManifest]:
+        manifests = []
+        for item in self._objects(self._table_prefix(table), recursive=True):
             if item.object_name is None or not item.object_name.endswith("/" + MANIFEST_NAME):
                 continue
             data = self._get(item.object_name)
@@ -156,28 +162,21 @@ class S3SnapshotStore:
         return newest_first(manifests)
 
     def _tables(self) -> list[TableId]:
-        root = self._location.prefix.strip("/")
-        root = f"{root}/" if root else ""
-        try:
-            # Not recursive: one entry per "<schema>.<table>/" below the prefix, however many snapshots it has.
-            objects = list(self._client.list_objects(self._location.bucket, prefix=root, recursive=False))
-        except S3Error as exc:
-            if exc.code == "NoSuchBucket":
-                return []
-            raise
+        root = self._root()
+        # Not recursive: one entry per "<schema>.<table>/" below the prefix, however many snapshots it has.
         found = (table_from_directory(item.object_name[len(root):].rstrip("/"))
-                 for item in objects if item.object_name and item.object_name.endswith("/"))
+                 for item in self._objects(root, recursive=False)
+                 if item.object_name and item.object_name.endswith("/"))
         return [table for table in found if table is not None]
 
     def _delete(self, manifest_key: str, directory: str) -> None:
         try:
             self._client.remove_object(self._location.bucket, manifest_key)  # invisible first
-            keys = [DeleteObject(o.object_name) for o in self._client.list_objects(
-                self._location.bucket, prefix=directory, recursive=True) if o.object_name]
         except S3Error as exc:
             if exc.code == "NoSuchBucket":
                 return
             raise
+        keys = [DeleteObject(o.object_name) for o in self._objects(directory, recursive=True) if o.object_name]
         for error in self._client.remove_objects(self._location.bucket, keys):
             log.warning("could not delete %s: %s", error.name, error.message)
 

@@ -62,12 +62,8 @@ SCALARS: dict[int, FromJson] = {
 }
 
 
-def from_json_for(column: ColumnInfo) -> FromJson:
-    """The converter of one column (its base type for domains and enums, element by element for arrays)."""
-    return _for(column.type_oid, column.type_name, column.base_type_oid)
-
-
 def _for(type_oid: int, type_name: str, base_type_oid: int) -> FromJson:
+    """The converter of one column type (its base type for domains and enums, element by element for arrays)."""
     if type_oid in SCALARS:
         return SCALARS[type_oid]
     if type_oid in ARRAYS:
@@ -93,7 +89,7 @@ def _array_of(element: FromJson) -> FromJson:
 
 def typed_rows(columns: Sequence[ColumnInfo], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every row with its values converted by its column's type (columns the manifest does not list kept)."""
-    converters = {c.name: f for c in columns if (f := from_json_for(c)) is not _same}
+    converters = {c.name: f for c in columns if (f := _for(c.type_oid, c.type_name, c.base_type_oid)) is not _same}
     if not converters:
         return [dict(row) for row in rows]
     return [{name: (value if value is None or name not in converters else converters[name](value))

@@ -73,9 +73,7 @@ def _row_decoder(columns: tuple[ColumnInfo, ...]) -> tuple[tuple[str, Converter]
     return tuple((c.name, converter_for(c.type_oid, c.type_name, c.base_type_oid)) for c in columns)
 
 
-def typed_row(
-    columns: tuple[ColumnInfo, ...], raw: Sequence[RawValue], *, key_only: bool = False
-) -> dict[str, Any]:
+def typed_row(columns: tuple[ColumnInfo, ...], raw: Sequence[RawValue], *, key_only: bool = False) -> dict[str, Any]:
     """Raw tuple values (text bytes / None / UNCHANGED) to a typed row keyed by column name.
 
     With key_only, pgoutput sends NULL for non-key columns: only key columns are kept.

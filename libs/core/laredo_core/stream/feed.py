@@ -50,8 +50,8 @@ class UndecodableMessage:
 class ChangeSink(Protocol):
     """Receives what a ChangeFeed delivers; called on the event loop, one call at a time per table.
 
-    A sink may also define `on_undecodable(message: UndecodableMessage) -> None` (see UndecodableSink); a feed
-    hands it the messages that do not decode, and logs them itself for a sink without it.
+    A sink may also define `on_undecodable(message: UndecodableMessage) -> None`; a feed hands it the
+    messages that do not decode, and logs them itself for a sink without it.
     """
 
     def on_batch(self, message: FeedMessage) -> None: ...
@@ -65,10 +65,6 @@ class FeedHealth(Protocol):
     empty while every table keeps up. A service reports them in its readiness."""
 
     def stalled(self) -> Mapping[TableId, str]: ...
-
-
-class UndecodableSink(Protocol):
-    def on_undecodable(self, message: UndecodableMessage) -> None: ...
 
 
 class ChangeFeed(Protocol):

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from laredo_kernel.changes import TableId
 from laredo_kernel.errors import ProtocolError
-from laredo_core.rebuild.tail import TailUnavailable
+from laredo_core.rebuild.tail import check_holds
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import FeedMessage
 from laredo_core.stream.memory_feed import MemoryChangeFeed
@@ -33,14 +33,8 @@ class MemoryStreamTail:
         self.reads += 1
         if up_to <= after:
             return
-        feed = self._feed
-        if feed.last_sequence < up_to:
-            raise TailUnavailable(f"the stream ends at sequence {feed.last_sequence}, before {up_to}: it was "
-                                  "created again")
-        if feed.first_sequence > after + 1:
-            raise TailUnavailable(f"the stream starts at sequence {feed.first_sequence}: the messages of {table} "
-                                  f"after {after} were removed")
-        for sequence, data, headers in feed.stored(table):
+        check_holds(f"memory:{source_id}", table, self._feed.first_sequence, self._feed.last_sequence, after, up_to)
+        for sequence, data, headers in self._feed.stored(table):
             if sequence <= after:
                 continue
             if sequence > up_to:

@@ -21,7 +21,7 @@ from nats.js.errors import NotFoundError
 from laredo_kernel.changes import TableId
 from laredo_kernel.errors import ProtocolError
 from laredo_core.rebuild.pacing import MAX_GAP_SECONDS
-from laredo_core.rebuild.tail import TailUnavailable
+from laredo_core.rebuild.tail import TailUnavailable, check_holds
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import FeedMessage
@@ -65,12 +65,7 @@ class NatsStreamTail:
             raise TailUnavailable(f"stream {stream} does not exist, so the tail of {table} cannot be read") from None
         except _FAILURES as exc:
             raise TailUnavailable(f"cannot read stream {stream} ({exc!r})") from exc
-        if info.state.last_seq < up_to:
-            raise TailUnavailable(f"stream {stream} ends at sequence {info.state.last_seq}, before {up_to}: it was "
-                                  "created again")
-        if info.state.first_seq > after + 1:
-            raise TailUnavailable(f"stream {stream} starts at sequence {info.state.first_seq}: the messages of {table} "
-                                  f"after {after} were removed by its limits; use a newer snapshot")
+        check_holds(stream, table, info.state.first_seq, info.state.last_seq, after, up_to)
         # A paced replay may wait up to MAX_GAP_SECONDS between two fetches: the consumer must outlive that.
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1,
                                 ack_policy=AckPolicy.NONE, inactive_threshold=MAX_GAP_SECONDS + 60.0)

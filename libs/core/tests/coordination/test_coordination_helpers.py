@@ -14,7 +14,7 @@ from laredo_core.coordination.heartbeat import InstanceHeartbeat, LeaderLease
 from laredo_core.coordination.ids import default_instance_id
 from laredo_core.coordination.memory import InMemoryCoordinationStore, ManualClock
 from laredo_core.coordination.ports import CommandKind, CoordinationUnavailable, Event, InstanceStatus
-from laredo_core.coordination.redis_store import redact_url
+from laredo_core.redaction import redact_url
 from laredo_testing.eventually import eventually
 
 HEARTBEAT_LOGGER = "laredo_core.coordination.heartbeat"
