@@ -253,13 +253,18 @@ async def measure_latency(server: FanoutProcess, js: object, clients: int, batch
     for reader in readers:
         await reader.event("live")
     subject = table_subject(PREFIX, SOURCE, _table_id())
-    started = time.monotonic()
+    cpu, envoy_cpu, started = server.cpu_seconds(), server.child_cpu_seconds(), time.monotonic()
+    readers_cpu = sum(_cpu_seconds(reader.proc.pid) for reader in readers)
     for index, start in enumerate(range(0, total, per_transaction)):
         await asyncio.sleep(max(0.0, started + index * per_transaction / rate - time.monotonic()))
         await js.publish(subject, update_transaction(start, per_transaction, rows))  # type: ignore
     done = []
     for reader in readers:
         done.append(await reader.event("done"))
+    elapsed = time.monotonic() - started
+    readers_cpu = sum(_cpu_seconds(reader.proc.pid) for reader in readers) - readers_cpu
+    used, envoy_used = server.cpu_seconds() - cpu, server.child_cpu_seconds() - envoy_cpu
+    for reader in readers:
         reader.wait()
     lat: dict[str, float] = done[0]["latency_ms"]  # type: ignore[assignment]
     if merge:
@@ -269,7 +274,9 @@ async def measure_latency(server: FanoutProcess, js: object, clients: int, batch
     print(f"publish-to-client latency, {clients} clients (max_batch_size {batch}; {len(shares)} reader "
           f"process(es)), {rate:,.0f} changes/s as {rate / per_transaction:,.0f} txn/s of {per_transaction}: "
           f"p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms over {lat['count']:,} "
-          "deliveries")
+          f"deliveries; CPU (share of a core): fan-out {used / elapsed:.0%}"
+          + (f", Envoy {envoy_used / elapsed:.0%}" if server.front_door else "")
+          + f", readers {readers_cpu / elapsed:.0%}")
     return lat
 
 
@@ -363,7 +370,8 @@ async def run_main_phases(args: argparse.Namespace, pg: PostgresServer, nats_url
                           run_dir: Path) -> None:
     copy_rate = await measure_copy(pg, args.snapshot_rows)
     await fresh_stream(js, args.snapshot_rows)
-    server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000))
+    server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000),
+                           front_door=not args.direct)
     try:
         started = time.time()
         ready = await server.wait_sequence(args.snapshot_rows)
@@ -457,6 +465,8 @@ def main() -> None:
     parser.add_argument("--sweep", type=_sweep, default=[(10, 1000.0), (100, 1000.0), (1000, 100.0)],
                         help="clients@transactions/s of the latency sweep, comma-separated (single-row "
                              "transactions, --latency-seconds each)")
+    parser.add_argument("--direct", action="store_true",
+                        help="clients talk to the fan-out's gRPC server directly, not through its front door")
     parser.add_argument("--plot-dir", type=Path, default=HERE / "out", help="where the PNG plots go")
     parser.add_argument("--readers-per-process", type=int, default=1000,
                         help="Sync clients per reader process in the latency measurements")
