@@ -16,6 +16,7 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from laredo_kernel.changes import TableId
+from laredo_testing.eventually import eventually
 
 from tests.e2e.harness import ServiceProcess, create_table, free_port, serving
 from tests.e2e.system import System, SystemConfig, running_system
@@ -90,6 +91,11 @@ async def test_the_console_shows_the_system_and_drains_a_fanout_only_for_the_adm
     await expect(pipeline).to_contain_text("streaming", timeout=30_000)
     rows = pipeline.locator("td").nth(2)
     await expect(rows).to_have_text("100", timeout=30_000)
+    # The page's WatchStatus stream follows row changes from the moment OAM subscribes to the table's subject
+    # (which can take a while on a busy machine): change rows only once it does.
+    oam_log = system.services["oam"].log_path
+    await eventually(lambda: "WatchStatus: following" in oam_log.read_text(errors="replace"), timeout=30,
+                     what="OAM following the table's row changes for the page's WatchStatus")
     system.sql(f"INSERT INTO {system.table} (id, name, qty) SELECT g, 'n' || g, g FROM generate_series(101, 125) g")
     await expect(rows).to_have_text("125", timeout=30_000)
     await expect(page.locator("#events")).to_contain_text(f"{system.table} INSERT", timeout=30_000)  # WatchStatus
