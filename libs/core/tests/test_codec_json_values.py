@@ -108,3 +108,14 @@ def test_numeric_rows_carry_postgresql_text(oid: int, name: str, base: int, text
     """What fan-out and dead letters hand to clients: PostgreSQL's numeric text, never 1E-7."""
     assert decode_batch(one_column_batch(oid, name, base, text.encode()), json_values=True).changes[0].new == {
         "k": 1, "v": json}
+
+
+def test_columns_are_decoded_once_per_column_set_and_each_message_reads_its_own() -> None:
+    first = decode_batch(one_column_batch(23, "int4", 0, b"5"), json_values=True)
+    again = decode_batch(one_column_batch(23, "int4", 0, b"6"), json_values=True)
+    assert again.columns is first.columns and again.changes[0].new == {"k": 1, "v": 6}
+    retyped = decode_batch(one_column_batch(25, "text", 0, b"6"), json_values=True)  # the column changed type
+    assert retyped.columns[1].type_oid == 25 and retyped.changes[0].new == {"k": 1, "v": "6"}
+    typed = decode_batch(one_column_batch(1700, "numeric", 0, b"6.50"))  # typed values: a plan of their own
+    assert typed.changes[0].new == {"k": 1, "v": Decimal("6.50")}
+    assert decode_batch(one_column_batch(1700, "numeric", 0, b"6.50"), json_values=True).changes[0].new["v"] == "6.50"

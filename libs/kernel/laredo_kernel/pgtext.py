@@ -57,7 +57,7 @@ def _time(text: str) -> dt.time:
 
 
 def _timetz(text: str) -> dt.time:
-    return dt.time.fromisoformat(_pad_offset(text))
+    return dt.time.fromisoformat(text)  # Python 3.11 takes PostgreSQL's '+05' offsets as they are
 
 
 def _timestamp(text: str) -> dt.datetime | str:
@@ -69,20 +69,9 @@ def _timestamp(text: str) -> dt.datetime | str:
 
 def _timestamptz(text: str) -> dt.datetime | str:
     try:
-        return dt.datetime.fromisoformat(_pad_offset(text))
+        return dt.datetime.fromisoformat(text)
     except ValueError:
         return text
-
-
-def _pad_offset(text: str) -> str:
-    """'…+05' → '…+05:00'; '…+05:30:15' is already fine for fromisoformat."""
-    for i in range(len(text) - 1, max(len(text) - 10, 0), -1):
-        if text[i] in "+-" and i > 0 and text[i - 1] != "e":
-            offset = text[i + 1 :]
-            if len(offset) == 2:
-                return text + ":00"
-            return text
-    return text
 
 
 def _json(text: str) -> Any:

@@ -25,6 +25,11 @@ UTC = dt.timezone.utc
     (1266, "13:45:01+05:30", dt.time(13, 45, 1, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30)))),
     (1114, "2026-11-22 13:45:01.123456", dt.datetime(2026, 11, 22, 13, 45, 1, 123456)),
     (1184, "2026-11-22 13:45:01+00", dt.datetime(2026, 11, 22, 13, 45, 1, tzinfo=UTC)),
+    (1184, "2026-11-22 13:45:01.5-08", dt.datetime(2026, 11, 22, 13, 45, 1, 500000,
+                                                   tzinfo=dt.timezone(dt.timedelta(hours=-8)))),
+    (1184, "2026-11-22 13:45:01+05:30:15", dt.datetime(2026, 11, 22, 13, 45, 1, tzinfo=dt.timezone(
+        dt.timedelta(hours=5, minutes=30, seconds=15)))),
+    (1266, "13:45:01-08", dt.time(13, 45, 1, tzinfo=dt.timezone(dt.timedelta(hours=-8)))),
     (1186, "P1Y2M3DT4H5M6S", "P1Y2M3DT4H5M6S"),
     (1007, "{1,NULL,3}", [1, None, 3]), (1009, '{"a b","c\\"d",NULL,"NULL"}', ["a b", 'c"d', None, "NULL"]),
     (1007, "{{1,2},{3,4}}", [[1, 2], [3, 4]]), (1007, "{}", []), (1007, "[0:1]={5,6}", [5, 6]),
