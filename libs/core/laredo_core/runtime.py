@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
 from laredo_kernel.errors import LaredoError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -86,9 +89,22 @@ async def until_stopped_or_failed(stop: asyncio.Event, essential: asyncio.Task[N
         raise RuntimeError(f"{what} stopped without an error; it should run until stopped")
 
 
-async def cancel(tasks: Iterable[asyncio.Task[None] | None]) -> None:
-    """Cancel the tasks and wait until they are done (their errors are theirs to have logged)."""
-    running = [t for t in tasks if t is not None]
-    for task in running:
-        task.cancel()
-    await asyncio.gather(*running, return_exceptions=True)
+#: Seconds a cancelled task has to end before it is cancelled again.
+CANCEL_AGAIN_AFTER = 1.0
+
+
+async def cancel(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
+    """Cancel the tasks and wait until they are done (their errors are theirs to have logged).
+
+    A task still running after CANCEL_AGAIN_AFTER is cancelled again: Python 3.11's asyncio.wait_for (which
+    nats-py awaits its requests with) loses a cancellation that arrives just as the awaited reply does, and a
+    loop that retries what failed would then run on for ever.
+    """
+    pending = {t for t in tasks if t is not None}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_AFTER)
+        if pending:
+            log.warning("%d task(s) still running after being cancelled (%s); cancelling again", len(pending),
+                        ", ".join(sorted(t.get_name() for t in pending)))

@@ -14,6 +14,8 @@ import socket
 import ssl
 from collections.abc import Callable
 
+from laredo_core.runtime import cancel
+
 log = logging.getLogger(__name__)
 
 TLS_HANDSHAKE = 0x16  # the content type of a TLS record that starts a handshake
@@ -44,10 +46,7 @@ class TlsOnlyListener:
 
     async def close(self) -> None:
         """Stop accepting and drop connections still being sorted; handed-over ones belong to their protocol."""
-        tasks = [t for t in (self._accepting, *self._connections) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel((self._accepting, *self._connections))
         if self._socket is not None:
             self._socket.close()
             self._socket = None

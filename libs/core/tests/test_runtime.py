@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from laredo_core import runtime
 from laredo_core.runtime import ServiceRun, cancel, listen, until_stopped_or_failed
 from laredo_kernel.errors import LaredoError
 
@@ -99,3 +100,22 @@ async def test_closing_quietly_takes_plain_and_coroutine_functions_and_never_rai
     await close_quietly("the session", fails)
     assert closed == ["async", "plain"]
     assert "the session: closing failed (ConnectionError: server gone)" in caplog.text
+
+
+async def test_cancel_cancels_again_a_task_that_lost_its_cancellation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "CANCEL_AGAIN_AFTER", 0.05)
+    lost = []
+
+    async def retrying_for_ever() -> None:
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                if lost:
+                    raise
+                lost.append(True)  # as Python 3.11's asyncio.wait_for can lose one, and the loop goes on
+
+    task = asyncio.create_task(retrying_for_ever())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(cancel([task, None]), 5)
+    assert task.cancelled() and lost

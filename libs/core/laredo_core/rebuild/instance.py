@@ -28,6 +28,7 @@ from laredo_core.coordination.ports import (
 from laredo_kernel.position import PositionError
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.meta import column_differences
+from laredo_core.runtime import cancel
 from laredo_core.rebuild.records import (
     RebuildKind,
     RebuildPhase,
@@ -119,10 +120,7 @@ class InstanceRebuilds:
 
     async def aclose(self) -> None:
         """Stop every running rebuild (service shutdown); an install in progress finishes first."""
-        tasks = [e.task for e in self._entries.values() if e.task is not None and not e.task.done()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel(e.task for e in self._entries.values())
         await self._tail.aclose()
 
     async def _start(self, request: RebuildRequest) -> tuple[CommandStatus, str, dict[str, Any]]:

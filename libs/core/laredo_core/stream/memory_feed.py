@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from laredo_kernel.changes import TableId
 from laredo_kernel.errors import ProtocolError
+from laredo_core.runtime import cancel
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import (
     ChangeSink,
@@ -89,9 +90,7 @@ class MemoryChangeFeed:
         try:
             await asyncio.gather(*tasks)  # a sink error ends the run with that error
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel(tasks)
 
     async def _deliver(self, subscription: FeedSubscription, sink: ChangeSink) -> None:
         table = subscription.table

@@ -23,6 +23,7 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from laredo_kernel.changes import TableId
 from laredo_kernel.errors import ProtocolError
+from laredo_core.runtime import cancel
 from laredo_core.shutdown import close_quietly
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
@@ -88,9 +89,7 @@ class NatsChangeFeed:
         try:
             await failed  # only a failure ends a run; otherwise it lasts until cancelled
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel(tasks)
             await close_quietly("the change feed's NATS connection", nc.close)
 
     async def _connect(self) -> NatsClient:

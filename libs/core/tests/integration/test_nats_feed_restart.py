@@ -20,6 +20,7 @@ from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_core.stream import naming
 from laredo_core.stream.feed import FeedMessage, FeedSubscription
 from laredo_core.stream.nats_feed import NatsChangeFeed
+from laredo_core.runtime import cancel
 
 pytestmark = pytest.mark.integration
 
@@ -92,10 +93,7 @@ async def test_the_feed_consumes_again_promptly_after_nats_restarts(own_nats: Na
         assert sink.sequences == list(range(1, len(sink.sequences) + 1))  # in order, nothing lost or repeated
         assert not feed.stalled()
     finally:
-        for task in (publishing, consuming):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel((publishing, consuming))
 
 
 async def test_a_consumer_that_stands_still_is_reported_stalled(own_nats: NatsServer) -> None:
@@ -116,10 +114,7 @@ async def test_a_consumer_that_stands_still_is_reported_stalled(own_nats: NatsSe
                          what="the feed to subscribe again and move on")
         assert sink.sequences == list(range(1, len(sink.sequences) + 1))
     finally:
-        for task in (publishing, consuming):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel((publishing, consuming))
 
 
 class SlowRecorder(Recorder):
