@@ -18,9 +18,11 @@ ChangeBatch messages are published to JetStream as ingest would; readers run in 
      serves the port: direct gRPC) and then true (Envoy serves it, grpcio behind it), same parameters, side by
      side with the ratio and each side's CPU (the fan-out process, and Envoy); with --connect-venv also through
      the other engine the front door could have been built on: connectrpc as an ASGI application on pyvoy
-     (bench/connect_fanout.py, which says how to make that environment).
+     (bench/connect_fanout.py, which says how to make that environment);
+  7. the same hot path served by one process and by `laredo-fanout --workers N` (--workers: N processes on one
+     port, SO_REUSEPORT), side by side: the per-process figure and what N processes reach on this machine.
 Steps 3-4 run with the service's default, the front door. Usage: .venv/bin/python bench/fanout.py [--quick]
-[--phases frontdoor]
+[--phases frontdoor,workers]
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
+import aiohttp
 import grpc
 import nats
 import nats.js.errors
@@ -52,7 +55,7 @@ from bench.plots import latency_by_clients, memory_by_rows  # noqa: E402
 from laredo.replication.v1 import replication_pb2 as pb  # noqa: E402
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc  # noqa: E402
 from laredo_core.stream.naming import source_subject_filter, stream_name, table_subject  # noqa: E402
-from laredo_testing.process import free_port  # noqa: E402
+from laredo_testing.process import free_port, free_ports_in_a_row  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -65,10 +68,12 @@ class FanoutProcess:
     """laredo-fanout as a process, with its CPU time and RSS read from /proc."""
 
     def __init__(self, run_dir: Path, nats_url: str, journal_entries: int, front_door: bool = True,
-                 envoy: str = "", door_limits: str = "", connect_venv: Path | None = None) -> None:
+                 envoy: str = "", door_limits: str = "", connect_venv: Path | None = None, workers: int = 1) -> None:
         """connect_venv: run bench/connect_fanout.py under that environment's pyvoy instead (see --connect-venv):
-        clients Sync through connectrpc on pyvoy's port; status is read from the service's grpcio port."""
-        self.grpc_port, self.health_port = free_port(), free_port()
+        clients Sync through connectrpc on pyvoy's port; status is read from the service's grpcio port.
+        workers: `laredo-fanout --workers N`, N processes on one port (worker i's health port: health_port + i)."""
+        self.workers = workers
+        self.grpc_port, self.health_port = free_port(), free_ports_in_a_row(workers)
         self.connect_port = free_port() if connect_venv else 0
         self.front_door = front_door and not connect_venv
         self.config = run_dir / "fanout.conf"
@@ -87,7 +92,8 @@ front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if
 """)
         kind = "connect" if connect_venv else "door" if self.front_door else "direct"
         self.log = (run_dir / f"fanout-{kind}.log").open("ab")
-        command = [str(BIN / "laredo-fanout"), "--config", str(self.config), "--log-level", "warning"]
+        command = [str(BIN / "laredo-fanout"), "--config", str(self.config), "--log-level", "warning",
+                   "--workers", str(workers)]
         if connect_venv:  # the Python application runs inside pyvoy's Envoy process, a child of its launcher
             command = [str(connect_venv / "bin" / "pyvoy"), "bench.connect_fanout:app", "--port",
                        str(self.connect_port), "--loop", "asyncio", "--lifespan", "--log-level", "warning"]
@@ -99,13 +105,16 @@ front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if
         return f"127.0.0.1:{self.connect_port or self.grpc_port}"
 
     def cpu_seconds(self) -> float:
-        """The service's CPU time (under pyvoy: its Envoy process, where the application runs, included)."""
-        own = _cpu_seconds(self.proc.pid)
-        return own + sum(_cpu_seconds(pid) for pid in _children(self.proc.pid)) if self.connect_port else own
+        """The service's CPU time: the process and its workers (under pyvoy: its Envoy process too, where the
+        application runs)."""
+        tree = _descendants(self.proc.pid)
+        return _cpu_seconds(self.proc.pid) + sum(_cpu_seconds(pid) for pid in tree
+                                                 if self.connect_port or _name(pid) != "envoy")
 
     def child_cpu_seconds(self) -> float:
-        """CPU time of the process's running children: the front door's Envoy."""
-        return 0.0 if self.connect_port else sum(_cpu_seconds(pid) for pid in _children(self.proc.pid))
+        """CPU time of the front door's Envoy processes (one per worker)."""
+        return 0.0 if self.connect_port else sum(_cpu_seconds(pid) for pid in _descendants(self.proc.pid)
+                                                 if _name(pid) == "envoy")
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -118,14 +127,27 @@ front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if
             return await pb_grpc.TableSyncReplicationStub(channel).GetReplicationStatus(
                 pb.GetReplicationStatusRequest(schema="public", table=TABLE))
 
+    async def journal_sequences(self) -> list[int]:
+        """Each worker's newest journal sequence (its /metrics; a call on the shared port reaches any worker)."""
+        if self.workers == 1:
+            return [(await self.status()).current_sequence]
+        found = []
+        async with aiohttp.ClientSession() as http:
+            for port in range(self.health_port, self.health_port + self.workers):
+                async with http.get(f"http://127.0.0.1:{port}/metrics") as answer:
+                    lines = (await answer.text()).splitlines()
+                found.append(max([int(float(line.rsplit(" ", 1)[1])) for line in lines
+                                  if line.startswith("laredo_fanout_journal_sequence{")], default=0))
+        return found
+
     async def wait_sequence(self, sequence: int, timeout: float = 600) -> float:
-        """Wait until the journal reached `sequence`; returns when (wall clock)."""
+        """Wait until the journal (every worker's) reached `sequence`; returns when (wall clock)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if (await self.status()).current_sequence >= sequence:
+                if min(await self.journal_sequences()) >= sequence:
                     return time.time()
-            except grpc.aio.AioRpcError:
+            except (grpc.aio.AioRpcError, aiohttp.ClientError):
                 pass
             await asyncio.sleep(0.05)  # a benchmark harness polling the service from outside
         raise TimeoutError(f"fan-out did not reach sequence {sequence}; see {self.log.name}")
@@ -146,6 +168,18 @@ def _cpu_seconds(pid: int) -> float:
     except FileNotFoundError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    children = _children(pid)
+    return [*children, *(grandchild for child in children for grandchild in _descendants(child))]
 
 
 def _children(pid: int) -> list[int]:
@@ -217,6 +251,7 @@ class Deliveries:
     rate: float  # row-deliveries per second
     cpu: float  # fan-out process CPU seconds
     envoy_cpu: float  # its front door's CPU seconds (0 for direct gRPC)
+    count: int  # row-deliveries measured
 
 
 async def measure_deliveries(server: FanoutProcess, js: object, clients: int, batch: int, changes: int,
@@ -237,7 +272,7 @@ async def measure_deliveries(server: FanoutProcess, js: object, clients: int, ba
     print(f"deliveries, {clients} clients, {shape}: {clients * changes:,} row-deliveries in {elapsed:.2f}s = "
           f"{clients * changes / elapsed:,.0f}/s (fan-out CPU {used:.1f}s: {clients * changes / max(used, 1e-6):,.0f} "
           f"per CPU-second{door})")
-    return Deliveries(clients * changes / elapsed, used, envoy_used)
+    return Deliveries(clients * changes / elapsed, used, envoy_used, clients * changes)
 
 
 async def measure_snapshot(server: FanoutProcess, rows: int, batch: int, copy_rate: float) -> None:
@@ -314,16 +349,16 @@ SERVERS = {"direct": "direct gRPC (grpcio)", "door": "the front door (Envoy -> g
 
 
 async def measure_hot_path(run_dir: Path, nats_url: str, js: object, args: argparse.Namespace,
-                           mode: str) -> HotPath:
-    """Sync deliveries and latency of one fan-out process, on a fresh stream of --door-rows rows."""
+                           mode: str, workers: int = 1) -> HotPath:
+    """Sync deliveries and latency of one fan-out process (or `workers`), on a fresh stream of --door-rows rows."""
     rows, clients = args.door_rows, args.door_clients
     await fresh_stream(js, rows)
     server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000),
                            front_door=mode == "door", envoy=args.door_envoy, door_limits=args.door_limits,
-                           connect_venv=args.connect_venv if mode == "connect" else None)
+                           connect_venv=args.connect_venv if mode == "connect" else None, workers=workers)
     try:
         await server.wait_sequence(rows)
-        print(f"-- Sync hot path through {SERVERS[mode]}")
+        print(f"-- Sync hot path through {SERVERS[mode]}" + (f", {workers} worker processes" if workers > 1 else ""))
         unbatched = await measure_deliveries(server, js, clients, 0, args.changes_unbatched * 100 // clients, rows)
         batched = await measure_deliveries(server, js, clients, args.batch, args.changes_batched, rows)
         latency = await measure_latency(server, js, args.latency_clients, args.latency_batch, args.latency_rate,
@@ -374,6 +409,23 @@ async def compare_front_door(run_dir: Path, nats_url: str, js: object, args: arg
               f" ms, p99 {median([h.latency['p99'] for h in connect]):.1f} ms")
 
 
+async def compare_workers(run_dir: Path, nats_url: str, js: object, args: argparse.Namespace) -> None:
+    """The Sync hot path served by one process, then by --workers processes on the same port."""
+    mode = "direct" if args.direct else "door"
+    one = await measure_hot_path(run_dir, nats_url, js, args, mode)
+    many = await measure_hot_path(run_dir, nats_url, js, args, mode, workers=args.workers)
+    print(f"== one process vs {args.workers} worker processes on one port ({args.door_clients} clients, "
+          f"{args.door_rows:,} rows, {SERVERS[mode]}; latency: {args.latency_clients} clients at "
+          f"{args.latency_rate:,.0f} changes/s; {os.cpu_count()} cores for service and readers together)")
+    for shape, pick in (("one entry per message", lambda h: h.unbatched),
+                        (f"batched (max_batch_size {args.batch})", lambda h: h.batched)):
+        a, b = pick(one), pick(many)
+        print(f"deliveries/s, {shape}: one process {a.rate:,.0f} ({a.count / max(a.cpu, 1e-6):,.0f} per fan-out "
+              f"CPU-second); {args.workers} workers {b.rate:,.0f} (x{b.rate / a.rate:.2f})")
+    print(f"publish-to-client latency: one process p50 {one.latency['p50']:.1f} ms, p99 {one.latency['p99']:.1f} ms; "
+          f"{args.workers} workers p50 {many.latency['p50']:.1f} ms, p99 {many.latency['p99']:.1f} ms")
+
+
 async def run(args: argparse.Namespace) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="laredo-bench-fanout-"))
     run_dir.chmod(0o755)
@@ -387,6 +439,8 @@ async def run(args: argparse.Namespace) -> None:
                 await run_main_phases(args, servers.enter_context(PostgresServer()), nats_server.url, js, run_dir)
             if "frontdoor" in args.phases:
                 await compare_front_door(run_dir, nats_server.url, js, args)
+            if "workers" in args.phases:
+                await compare_workers(run_dir, nats_server.url, js, args)
             if "rss" in args.phases:
                 await memory_sweep(run_dir, nats_server.url, js, args)
         finally:
@@ -507,10 +561,12 @@ def main() -> None:
                         default=[100_000, 300_000, 1_000_000], help="table sizes of the memory sweep (rss)")
     parser.add_argument("--phases", type=lambda s: set(s.split(",")), default={"snapshot", "deliveries", "latency",
                                                                               "sweep", "memory", "rss",
-                                                                              "frontdoor"},
+                                                                              "frontdoor", "workers"},
                         help="comma-separated subset of snapshot,deliveries,latency,sweep (latency against "
                              "clients, plotted),memory,rss (process memory against rows, plotted),frontdoor (the "
-                             "Sync hot path through the front door next to direct gRPC)")
+                             "Sync hot path through the front door next to direct gRPC),workers (the hot path "
+                             "served by one process and by --workers processes on one port)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes of the workers phase")
     args = parser.parse_args()
     if args.quick:
         args.snapshot_rows, args.clients, args.changes_unbatched = 20_000, [20, 50], 500

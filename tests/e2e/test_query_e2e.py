@@ -26,6 +26,7 @@ from laredo.v1 import query_pb2_grpc
 from laredo_kernel.jsonvalue import row_to_json
 from laredo_testing.eventually import eventually
 
+from laredo_testing.process import free_ports_in_a_row
 from tests.e2e.harness import ServiceProcess, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -311,3 +312,41 @@ async def all_gone(stub: Any, items: dict[str, str], ids: list[int]) -> bool:
             return False
     return True
 
+
+
+def metric(port: int, name: str) -> float:
+    """The sum of a metric's samples on one worker's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and line[len(name)] in " {")
+
+
+async def test_query_workers_answer_on_one_port(pipeline: Pipeline, tmp_path: Path) -> None:
+    """`laredo-query --workers 2`: two whole instances on one port, both answering and both following changes."""
+    p = pipeline
+    port, health = free_port(), free_ports_in_a_row(2)
+    workers = ServiceProcess("query", p.query.config, health, tmp_path / "query-workers.log", extra_args=[
+        "--workers", "2", "--set", f"query.grpc.port={port}", "--set", f"query.health_port={health}"])
+    workers.start()
+    try:
+        workers.wait_ready()
+        ServiceProcess("query", p.query.config, health + 1, workers.log_path).wait_ready()
+        schema, name = p.items.split(".")
+        lookup = pb.LookupRequest(schema=schema, table=name, key_values=[value("u10@example.com")])
+        p.sql(f"UPDATE {p.items} SET status = 'seen by both' WHERE id = 10")
+
+        async def every_connection_sees_the_update() -> bool:
+            for _ in range(12):  # a connection of its own each: a new draw of the kernel's SO_REUSEPORT hash
+                options = [("grpc.use_local_subchannel_pool", 1)]
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+                    found = await query_pb2_grpc.TableSyncQueryStub(channel).Lookup(lookup)
+                    if found.row.fields["status"].string_value != "seen by both":
+                        return False
+            return True
+
+        await eventually(every_connection_sees_the_update, timeout=30, what="both workers to apply the update")
+        assert metric(health, "laredo_query_reads_total") > 0 and metric(health + 1, "laredo_query_reads_total") > 0
+    finally:
+        workers.stop()
+    assert workers.proc is not None and workers.proc.returncode == 0

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from laredo_core.config import LaredoSettings, load_settings, load_tree
 from laredo_kernel.errors import ConfigError, LaredoError
 from laredo_core.redaction import Redactor, activate, install_log_filter, scrub
+from laredo_core.workers import KILL_AFTER, WorkerPlan, run_workers
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,8 @@ CANCEL_GRACE = 5.0
 
 
 def parse_args(prog: str, description: str, argv: list[str] | None = None,
-               extend: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+               extend: Callable[[argparse.ArgumentParser], None] | None = None,
+               workers: bool = False) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", default=os.environ.get("LAREDO_CONFIG"),
                         help="HOCON configuration file (default: $LAREDO_CONFIG)")
@@ -38,6 +40,11 @@ def parse_args(prog: str, description: str, argv: list[str] | None = None,
                         choices=("debug", "info", "warning", "error"))
     parser.add_argument("--check-config", action="store_true",
                         help="validate the configuration, print 'config is valid' and exit")
+    if workers:
+        parser.add_argument("--workers", type=int, default=int(os.environ.get("LAREDO_WORKERS", "1")),
+                            metavar="N", help="run N processes of the service on its port, each a whole "
+                                              "instance (SO_REUSEPORT; default: $LAREDO_WORKERS or 1)")
+        parser.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     if extend:
         extend(parser)
     return parser.parse_args(argv)
@@ -47,7 +54,8 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
                 Awaitable[None]], argv: list[str] | None = None,
                 extend: Callable[[argparse.ArgumentParser], None] | None = None,
                 validate: Callable[[LaredoSettings, argparse.Namespace], object] | None = None,
-                stop_grace: Callable[[LaredoSettings, argparse.Namespace], float] | None = None) -> int:
+                stop_grace: Callable[[LaredoSettings, argparse.Namespace], float] | None = None,
+                workers: str = "") -> int:
     """Parse arguments, load settings, run `main` until it returns or SIGTERM/SIGINT sets the stop event.
 
     `validate` checks the service's own configuration (raising ConfigError) before anything starts, so
@@ -55,12 +63,16 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
     (default STOP_GRACE); after them it is cancelled, and CANCEL_GRACE later the process exits anyway, so a
     service whose PostgreSQL or NATS stopped answering still stops in time. A second signal cancels at once.
 
+    `workers`: the configuration section of the service's endpoint (fanout, query) when it can run as several
+    processes on one port (`--workers N`, see laredo_core.workers).
+
     Secrets never leave (laredo_core.redaction): once the file is read, every configured secret value is known
     to the process's Redactor; log lines (message, exception, stack) and what is printed are scrubbed with it.
     """
-    args = parse_args(prog, description, argv, extend)
+    args = parse_args(prog, description, argv, extend, workers=bool(workers))
+    worker = f"[worker {args.worker_index}] " if getattr(args, "worker_index", None) is not None else ""
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=f"%(asctime)s %(levelname)s {worker}%(name)s: %(message)s")
     install_log_filter()
     if not args.config:
         print(f"{prog}: no configuration: pass --config PATH or set LAREDO_CONFIG", file=sys.stderr)
@@ -79,9 +91,18 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
         return EXIT_OK
 
     grace = stop_grace(settings, args) if stop_grace is not None else STOP_GRACE
+    if workers and args.workers < 1:
+        print(f"{prog}: --workers must be 1 or more, got {args.workers}", file=sys.stderr)
+        return EXIT_CONFIG
 
     async def runner() -> None:
-        await _run_until_stopped(prog, main(settings, args, stop := asyncio.Event()), stop, grace)
+        stop = asyncio.Event()
+        if workers and args.workers > 1:
+            plan = WorkerPlan(main.__module__, workers, args.workers, sys.argv[1:] if argv is None else argv, grace)
+            work = run_workers(prog, plan, getattr(settings, workers), stop)
+            await _run_until_stopped(prog, work, stop, grace + KILL_AFTER)
+        else:
+            await _run_until_stopped(prog, main(settings, args, stop), stop, grace)
 
     try:
         asyncio.run(runner())

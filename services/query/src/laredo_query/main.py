@@ -279,7 +279,7 @@ async def _main(settings: LaredoSettings, _: argparse.Namespace, stop: asyncio.E
 
 def cli(argv: list[str] | None = None) -> int:
     return run_service(SERVICE_NAME, "Laredo query: indexed in-memory tables served over gRPC TableSyncQuery.",
-                       _main, argv, validate=lambda settings, _: read_query_config(settings))
+                       _main, argv, validate=lambda settings, _: read_query_config(settings), workers="query")
 
 
 if __name__ == "__main__":

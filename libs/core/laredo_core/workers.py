@@ -1,0 +1,171 @@
+"""Several processes of one service on one port (`--workers N`): one Python process is one core.
+
+The launcher starts N workers, each a whole instance of the service (its own copy of the tables, its own change
+feed and front door) under an instance id of its own, all listening on the configured port: every listener
+sets SO_REUSEPORT (Envoy and grpcio do by default), so the kernel spreads new connections over them. Clients
+resume on any instance by sequence or WAL position, so which worker a reconnecting client reaches does not
+matter. Worker `i` serves health and metrics on health_port + i (each scraped on its own; a load balancer's
+probe of health_port asks worker 0), or on a port of its own when health_port is 0.
+
+The launcher holds the port from before the first worker starts until the last one stops (a bound socket that
+does not listen takes no connections), so port 0 works, and no other program takes the port between two
+workers' starts. A worker that exits unbidden is started again (logged as an error), one that refuses its
+configuration stops them all; SIGTERM or SIGINT is passed to every worker, which drain and stop as one
+service does, and a worker ends with its launcher however the launcher ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from laredo_core.config import ServiceEndpoint
+from laredo_core.subprocesses import tied_to_parent
+from laredo_kernel.errors import ConfigError, LaredoError
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2  # as laredo_core.cli
+#: Seconds a worker gets to stop beyond its own stop grace before it is killed (it ends itself before that).
+KILL_AFTER = 10.0
+#: A worker that ran at least this long before exiting is started again at once; sooner, after a growing pause.
+STEADY_RUN = 30.0
+MAX_BACKOFF = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """How the launcher runs `count` workers of `module` (run with python -m) for the `section` endpoint."""
+
+    module: str
+    section: str  # the configuration section of the service's endpoint: fanout, query
+    count: int
+    argv: Sequence[str]  # the launcher's own arguments; each worker gets them plus its own overrides
+    stop_grace: float  # what the service takes to stop once told to (drain included)
+
+
+def worker_arguments(plan: WorkerPlan, endpoint: ServiceEndpoint, index: int, port: int) -> list[str]:
+    """A worker's command line: the launcher's, as one worker, on the held port, with its own health port
+    and (when one is configured) instance id."""
+    health = endpoint.health_port + index if endpoint.health_port else 0
+    overrides = [f"{plan.section}.grpc.port={port}", f"{plan.section}.health_port={health}"]
+    if endpoint.instance_id:
+        overrides.append(f"{plan.section}.instance_id={endpoint.instance_id}-w{index}")
+    args = [*plan.argv, "--workers", "1", "--worker-index", str(index)]
+    for override in overrides:
+        args += ["--set", override]
+    return [sys.executable, "-m", plan.module, *args]
+
+
+def hold_port(host: str, port: int) -> socket.socket:
+    """Bind (without listening) host:port with SO_REUSEPORT; port 0 picks one. The workers bind beside it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    held = socket.socket(family, socket.SOCK_STREAM)
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        held.bind((host, port))
+    except OSError:
+        held.close()
+        raise
+    return held
+
+
+async def run_workers(prog: str, plan: WorkerPlan, endpoint: ServiceEndpoint, stop: asyncio.Event) -> None:
+    """Run the workers until `stop` is set, then stop them all. Raises ConfigError when one refuses its
+    configuration, LaredoError when one did not stop cleanly."""
+    held = hold_port(endpoint.grpc_host, endpoint.grpc_port)
+    port = held.getsockname()[1]
+    log.info("%s: %d workers on %s:%d (SO_REUSEPORT)", prog, plan.count, endpoint.grpc_host, port)
+    workers = [_Worker(prog, i, worker_arguments(plan, endpoint, i, port)) for i in range(plan.count)]
+    try:
+        for worker in workers:
+            await worker.start()
+        refused = await _watch(workers, stop)
+    finally:
+        codes = await asyncio.gather(*(w.stop(plan.stop_grace + KILL_AFTER) for w in workers))
+        held.close()
+    if refused:
+        raise ConfigError([f"a worker of {prog} refused its configuration; its log above says why"])
+    failed = [w.name for w, code in zip(workers, codes) if code != EXIT_OK]
+    if failed:
+        raise LaredoError(f"{', '.join(failed)} did not stop cleanly; their log above says why")
+
+
+async def _watch(workers: list[_Worker], stop: asyncio.Event) -> bool:
+    """Start again each worker that exits, until `stop`; True when one refused its configuration."""
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        while not stop.is_set():
+            exits = {asyncio.ensure_future(w.wait()): w for w in workers if w.running}
+            done, _ = await asyncio.wait({stopped, *exits}, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in exits:
+                waiting.cancel()
+            for finished in done - {stopped}:
+                worker = exits[finished]
+                if finished.result() == EXIT_CONFIG:
+                    log.error("%s refused its configuration (exit code %d); stopping every worker",
+                              worker.name, EXIT_CONFIG)
+                    return True
+                await worker.restart(stop)
+        return False
+    finally:
+        stopped.cancel()
+
+
+class _Worker:
+    def __init__(self, prog: str, index: int, args: list[str]) -> None:
+        self.name = f"{prog} worker {index}"
+        self._args = args
+        self._process: asyncio.subprocess.Process | None = None
+        self._started = 0.0
+        self._backoff = 0.5
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def start(self) -> None:
+        args, launch = tied_to_parent(self._args)
+        self._process = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.DEVNULL, **launch)
+        self._started = time.monotonic()
+        log.info("%s started (pid %d)", self.name, self._process.pid)
+
+    async def wait(self) -> int:
+        assert self._process is not None
+        return await self._process.wait()
+
+    async def restart(self, stop: asyncio.Event) -> None:
+        assert self._process is not None
+        ran = time.monotonic() - self._started
+        self._backoff = 0.0 if ran >= STEADY_RUN else min(max(self._backoff * 2, 0.5), MAX_BACKOFF)
+        log.error("%s exited with code %s after %.1fs; starting it again in %.1fs", self.name,
+                  self._process.returncode, ran, self._backoff)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._backoff):
+                await stop.wait()
+        if not stop.is_set():
+            await self.start()
+
+    async def stop(self, within: float) -> int:
+        """SIGTERM, then SIGKILL if it is still running `within` seconds later; its exit code."""
+        process = self._process
+        if process is None:
+            return EXIT_OK
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), within)
+            except TimeoutError:
+                log.error("%s still running %.0fs after SIGTERM; killing it", self.name, within)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        return process.returncode if process.returncode is not None else EXIT_FAILURE
