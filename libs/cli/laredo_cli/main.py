@@ -131,19 +131,15 @@ def run(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: Te
     err = sys.stderr if err is None else err
     env = os.environ if env is None else env
     args = build_parser(env).parse_args(argv)
+    connections: Connections | None = None
     try:
-        security = security_from(args, env)
-    except CliError as error:
-        print(f"{PROG}: {error.message}", file=err)
-        return int(error.exit_code)
-    connections = Connections.to(
-        Endpoint("OAM service", args.server, f"--server or {OAM_ENV}"),
-        Endpoint("Query service", query_address(args), f"--query-server or {QUERY_ENV}"), args.timeout, security)
-    if interactive is None:
-        interactive = sys.stdin.isatty() and err.isatty()
-    ctx = Context(args, Output(out, err, args.json), connections, interactive)
-    try:
-        code = args.handler(ctx)
+        connections = Connections.to(
+            Endpoint("OAM service", args.server, f"--server or {OAM_ENV}"),
+            Endpoint("Query service", query_address(args), f"--query-server or {QUERY_ENV}"), args.timeout,
+            security_from(args, env))
+        if interactive is None:
+            interactive = sys.stdin.isatty() and err.isatty()
+        code = args.handler(Context(args, Output(out, err, args.json), connections, interactive))
         return int(code if code is not None else ExitCode.OK)
     except CliError as error:
         out.flush()
@@ -153,7 +149,8 @@ def run(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: Te
         print(f"{PROG}: interrupted", file=err)
         return int(ExitCode.INTERRUPTED)
     finally:
-        connections.close()
+        if connections is not None:
+            connections.close()
 
 
 def main() -> None:

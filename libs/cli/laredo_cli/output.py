@@ -66,20 +66,12 @@ def render_fields(pairs: Sequence[tuple[str, str]]) -> list[str]:
     return [f"{name + ':':<{width}}  {value}".rstrip() for name, value in pairs]
 
 
-def row_columns(rows: Sequence[Mapping[str, Any]], chosen: Sequence[str] | None = None) -> list[str]:
-    """The columns of a row table: the chosen ones in that order, else every key seen, sorted.
-
-    Struct rows carry no column order, so sorting keeps the output the same from one run to the next.
-    """
-    if chosen:
-        return list(chosen)
-    return sorted({key for row in rows for key in row})
-
-
 def render_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, *,
                 wide: bool = False) -> list[str]:
-    """Rows (JSON objects) as a table; a column a row lacks shows empty."""
-    names = row_columns(rows, columns)
+    """Rows (JSON objects) as a table of the chosen columns in that order, else of every key seen, sorted (Struct
+    rows carry no column order: sorting keeps the output the same from one run to the next); a column a row lacks
+    shows empty."""
+    names = list(columns) if columns else sorted({key for row in rows for key in row})
     limit = None if wide else MAX_CELL
     cells = [[shorten(format_value(row[name]), limit) if name in row else "" for name in names] for row in rows]
     right = [i for i, name in enumerate(names)

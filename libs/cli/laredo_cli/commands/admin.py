@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from functools import partial
 
+from google.protobuf.message import Message
 from laredo.v1 import oam_pb2
 
 from laredo_cli.commands.common import Context, Registrar, add_yes, confirm, print_answer, report, seconds, table_name
@@ -20,27 +22,27 @@ def register(commands: Registrar) -> None:
                     "its copy), or of every table with --all. --source limits it to one source. Waits for the "
                     "ingest instances' answer; exit code 1 when one of them refused. OAM RPCs ReloadTable, "
                     "ReloadAll.",
-        examples=["laredo reload public.users", "laredo reload users --source pg", "laredo reload --all"])
+        examples=["laredo reload public.users", "laredo reload users --source pg", "laredo reload --all"],
+        handler=run_reload)
     what = reload.add_mutually_exclusive_group(required=True)
     what.add_argument("table", nargs="?", type=table_name, metavar="SCHEMA.TABLE", help="the table to reload")
     what.add_argument("--all", action="store_true", help="reload every table")
     reload.add_argument("--source", default="", metavar="ID",
                         help="only this source (default: every source the table comes from)")
-    reload.set_defaults(handler=run_reload)
 
-    for name, verb, rpc, handler in (("pause", "Pause", "PauseSync", run_pause),
-                                     ("resume", "Resume", "ResumeSync", run_resume)):
+    for name, verb, rpc, request in (("pause", "Pause", "PauseSync", oam_pb2.PauseSyncRequest),
+                                     ("resume", "Resume", "ResumeSync", oam_pb2.ResumeSyncRequest)):
         parser = commands.add(
             name, help=f"{name} reading from sources",
             description=f"{verb} reading changes from one source (SOURCE or --source) or from every source. "
                         "A paused source keeps its replication slot and position, and services keep "
                         f"serving what they have. Prints the resulting state. OAM RPC {rpc}.",
-            examples=[f"laredo {name}", f"laredo {name} pg", f"laredo {name} --source pg"])
+            examples=[f"laredo {name}", f"laredo {name} pg", f"laredo {name} --source pg"],
+            handler=partial(run_source_state, rpc, request))
         which = parser.add_mutually_exclusive_group()
         which.add_argument("source_id", nargs="?", default="", metavar="SOURCE",
                            help="only this source (default: all)")
         which.add_argument("--source", default="", metavar="ID", help="the same, as an option")
-        parser.set_defaults(handler=handler)
     _add_reset(commands)
     _add_drain(commands)
 
@@ -52,11 +54,10 @@ def _add_reset(commands: Registrar) -> None:
                     "with --drop-publication); every table of the source then takes a new baseline. Asks "
                     "for confirmation at a terminal; scripts must pass --yes (without it: exit code 5). OAM "
                     "RPC ResetSource.",
-        examples=["laredo reset pg", "laredo reset pg --drop-publication --yes"])
+        examples=["laredo reset pg", "laredo reset pg --drop-publication --yes"], handler=run_reset)
     reset.add_argument("source", metavar="SOURCE", help="the source id")
     reset.add_argument("--drop-publication", action="store_true", help="also drop and recreate the publication")
     add_yes(reset)
-    reset.set_defaults(handler=run_reset)
 
 
 def _add_drain(commands: Registrar) -> None:
@@ -71,7 +72,7 @@ def _add_drain(commands: Registrar) -> None:
                     "long drained streams are still served. Exit code 1 when no instance drained. OAM RPC "
                     "DrainReplication.",
         examples=["laredo drain --instance fanout-a", "laredo drain public.users --instance fanout-a --deadline 30s",
-                  "laredo drain --force"])
+                  "laredo drain --force"], handler=run_drain)
     drain.add_argument("table", nargs="?", type=table_name, metavar="SCHEMA.TABLE", help="only this table")
     drain.add_argument("--instance", default="", metavar="ID",
                        help="the fan-out instance to drain (default: every instance serving the table)")
@@ -79,7 +80,6 @@ def _add_drain(commands: Registrar) -> None:
                        help="drain even the last ready instance of a table")
     drain.add_argument("--deadline", type=seconds, default=0, metavar="SECONDS",
                        help="serve drained streams at most this long (default: until clients leave)")
-    drain.set_defaults(handler=run_drain)
 
 
 def run_reload(ctx: Context) -> None:
@@ -93,20 +93,10 @@ def run_reload(ctx: Context) -> None:
         report(ctx, answer, answer.accepted, f"reload of {args.table}", [answer.message])
 
 
-def run_pause(ctx: Context) -> None:
-    _state(ctx, ctx.oam.call("PauseSync", oam_pb2.PauseSyncRequest(source_id=_source(ctx))))
-
-
-def run_resume(ctx: Context) -> None:
-    _state(ctx, ctx.oam.call("ResumeSync", oam_pb2.ResumeSyncRequest(source_id=_source(ctx))))
-
-
-def _source(ctx: Context) -> str:
-    """The source named as the argument or with --source (argparse refuses both at once); "" = every source."""
-    return str(ctx.args.source_id or ctx.args.source)
-
-
-def _state(ctx: Context, answer: Any) -> None:
+def run_source_state(rpc: str, request: Callable[..., Message], ctx: Context) -> None:
+    """pause / resume of the source named as the argument or with --source (argparse refuses both at once); ""
+    means every source. Prints the resulting state."""
+    answer = ctx.oam.call(rpc, request(source_id=str(ctx.args.source_id or ctx.args.source)))
     print_answer(ctx, answer, f"state: {service_state(answer.state)}")
 
 

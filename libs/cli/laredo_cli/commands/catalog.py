@@ -8,21 +8,19 @@ from laredo_cli.commands.common import Context, Registrar, print_json, table_nam
 
 
 def register(commands: Registrar) -> None:
-    tables = commands.add(
+    commands.add(
         "tables", help="configured tables with sources and targets",
         description="Every configured table with its source and target (one line per table and target). "
                     "OAM RPC ListTables.",
-        examples=["laredo tables", "laredo tables --json | jq -r '.tables[].table'"])
-    tables.set_defaults(handler=run_tables)
+        examples=["laredo tables", "laredo tables --json | jq -r '.tables[].table'"], handler=run_tables)
 
     schema = commands.add(
         "schema", help="the columns of a table",
         description="The columns of a table as the running services report them: position, name, type, "
                     "NOT NULL and primary key. OAM RPC GetTableSchema.",
-        examples=["laredo schema public.users", "laredo schema users --json"])
+        examples=["laredo schema public.users", "laredo schema users --json"], handler=run_schema)
     schema.add_argument("table", type=table_name, metavar="SCHEMA.TABLE",
                         help="the table (schema defaults to public)")
-    schema.set_defaults(handler=run_schema)
 
 
 def run_tables(ctx: Context) -> None:

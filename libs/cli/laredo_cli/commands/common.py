@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 
 from laredo_cli.connection import Connections, Service
@@ -51,11 +51,15 @@ class Registrar:
     formatter: type[argparse.HelpFormatter]
 
     def add(self, name: str, *, help: str, description: str,  # noqa: A002 (argparse's name)
-            examples: Iterable[str] = ()) -> argparse.ArgumentParser:
+            examples: Iterable[str] = (), handler: Callable[[Context], Any] | None = None) -> argparse.ArgumentParser:
+        """A command that runs `handler(ctx)` (a group's subcommands have their own)."""
         lines = [f"  {example}" for example in examples]
-        return self.commands.add_parser(name, parents=self.common, formatter_class=self.formatter, help=help,
-                                        description=description,
-                                        epilog="examples:\n" + "\n".join(lines) if lines else None)
+        parser = self.commands.add_parser(name, parents=self.common, formatter_class=self.formatter, help=help,
+                                          description=description,
+                                          epilog="examples:\n" + "\n".join(lines) if lines else None)
+        if handler is not None:
+            parser.set_defaults(handler=handler)
+        return parser
 
     def group(self, name: str, *, help: str, description: str,  # noqa: A002
               examples: Iterable[str] = ()) -> Registrar:
@@ -155,8 +159,9 @@ def enum_name(value: str, prefix: str) -> str:
     return value[len(prefix):] if value.startswith(prefix) else value
 
 
-def when(stamp: timestamp_pb2.Timestamp, present: bool) -> str:
-    return timestamp_text(stamp) if present else "-"
+def when(message: Message, field: str) -> str:
+    """The Timestamp `field` of `message` as RFC 3339 text, or - when it is unset."""
+    return timestamp_text(getattr(message, field)) if message.HasField(field) else "-"
 
 
 def duration_text(duration: duration_pb2.Duration) -> str:
@@ -171,17 +176,19 @@ def print_json(ctx: Context, message: Message) -> None:
     ctx.output.json(message_to_json(message))
 
 
-def print_answer(ctx: Context, answer: Message, *lines: str) -> None:
-    """The answer as JSON with --json, else `lines` for people."""
+def print_answer(ctx: Context, answer: Message, *lines: str, refused: str = "") -> None:
+    """The answer as JSON with --json, else `lines` for people; then, when `refused` says why the server
+    answered no, exit code 1 with that message."""
     if ctx.json:
         print_json(ctx, answer)
     else:
         ctx.output.lines(lines)
+    if refused:
+        raise Refused(refused)
 
 
 def report(ctx: Context, answer: Message, accepted: bool, what: str, lines: list[str]) -> None:
     """Print an administrative answer; exit code 1 when it was not accepted."""
+    why = f"{what} was not accepted" + (f": {lines[0]}" if lines and lines[0] else "")
     print_answer(ctx, answer, f"{what}: {'accepted' if accepted else 'NOT accepted'}",
-                 *(f"  {line}" for line in lines if line))
-    if not accepted:
-        raise Refused(f"{what} was not accepted" + (f": {lines[0]}" if lines and lines[0] else ""))
+                 *(f"  {line}" for line in lines if line), refused="" if accepted else why)

@@ -15,7 +15,6 @@ from laredo_cli.commands.common import (
     text_or_dash,
     when,
 )
-from laredo_cli.errors import Refused
 from laredo_cli.output import MAX_CELL, format_value, shorten
 from laredo_cli.protojson import struct_to_dict
 
@@ -30,23 +29,20 @@ def register(commands: Registrar) -> None:
                   "laredo dead-letters replay pg:public.users:indexed-memory",
                   "laredo dead-letters purge pg:public.users:indexed-memory --yes"])
     listing = sub.add("list", help="a pipeline's dead letters",
-                      description="A pipeline's dead letters, oldest first. OAM RPC ListDeadLetters.")
+                      description="A pipeline's dead letters, oldest first. OAM RPC ListDeadLetters.", handler=run_list)
     listing.add_argument("pipeline", metavar="PIPELINE_ID")
     listing.add_argument("--limit", type=positive_int, default=0, metavar="N", help="at most N entries")
-    listing.set_defaults(handler=run_list)
 
     replay = sub.add("replay", help="deliver a pipeline's dead letters again",
                      description="Deliver a pipeline's dead letters to its target again. Exit code 1 when some "
-                                 "still failed. OAM RPC ReplayDeadLetters.")
+                                 "still failed. OAM RPC ReplayDeadLetters.", handler=run_replay)
     replay.add_argument("pipeline", metavar="PIPELINE_ID")
-    replay.set_defaults(handler=run_replay)
 
     purge = sub.add("purge", help="remove a pipeline's dead letters",
                     description="DESTRUCTIVE: remove every dead letter of a pipeline. Needs --yes in scripts. "
-                                "OAM RPC PurgeDeadLetters.")
+                                "OAM RPC PurgeDeadLetters.", handler=run_purge)
     purge.add_argument("pipeline", metavar="PIPELINE_ID")
     add_yes(purge)
-    purge.set_defaults(handler=run_purge)
 
 
 def run_list(ctx: Context) -> None:
@@ -57,7 +53,7 @@ def run_list(ctx: Context) -> None:
         return print_json(ctx, answer)
     ctx.output.table(
         ["TIME", "ACTION", "POSITION", "ERROR", "CHANGE"],
-        [[when(e.timestamp, e.HasField("timestamp")), text_or_dash(e.action), text_or_dash(e.position),
+        [[when(e, "timestamp"), text_or_dash(e.action), text_or_dash(e.position),
           shorten(text_or_dash(e.error_message), MAX_CELL),
           shorten(format_value(struct_to_dict(e.change_data)), MAX_CELL) if e.HasField("change_data") else "-"]
          for e in answer.entries],
@@ -70,9 +66,8 @@ def run_replay(ctx: Context) -> None:
     pipeline = ctx.args.pipeline
     answer = ctx.oam.call("ReplayDeadLetters", oam_pb2.ReplayDeadLettersRequest(pipeline_id=pipeline))
     print_answer(ctx, answer, f"replayed {answer.replayed} dead letter(s) of {pipeline}: {answer.succeeded} "
-                              f"succeeded, {answer.failed} failed")
-    if answer.failed:
-        raise Refused(f"{answer.failed} dead letter(s) of {pipeline} failed again")
+                              f"succeeded, {answer.failed} failed",
+                 refused=f"{answer.failed} dead letter(s) of {pipeline} failed again" if answer.failed else "")
 
 
 def run_purge(ctx: Context) -> None:

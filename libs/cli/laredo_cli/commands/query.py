@@ -10,10 +10,10 @@ from google.protobuf import struct_pb2
 from laredo.v1 import query_pb2
 
 from laredo_cli.commands.common import (Context, Registrar, TableName, positive_int, print_answer, print_json,
-                                        stream_messages, table_name)
+                                        stream_messages, table_name, when)
 from laredo_cli.errors import CliError, ExitCode, Refused
 from laredo_cli.output import format_value, render_fields, render_rows
-from laredo_cli.protojson import message_to_json, python_to_value, struct_to_dict, timestamp_text
+from laredo_cli.protojson import message_to_json, python_to_value, struct_to_dict
 
 TYPED_HELP = ("parse each value as JSON (5, true, null, \"text\", {\"a\": 1}); without it every value is sent "
               "as text and the service converts it to the column's type")
@@ -31,21 +31,19 @@ def register(commands: Registrar) -> None:
         "get", help="one row by primary key",
         description="The row with this primary key (one value per key column, in key order). Exit code 1 "
                     "when there is none. Query RPC GetRow.",
-        examples=["laredo get public.users 42", "laredo get public.accounts eu c7 --json"])
+        examples=["laredo get public.users 42", "laredo get public.accounts eu c7 --json"], handler=run_get)
     get.add_argument("table", type=table_name, metavar="SCHEMA.TABLE")
     get.add_argument("key", nargs="+", metavar="KEY", help="primary key value(s)")
     get.add_argument("--typed", action="store_true", help=TYPED_HELP)
     _row_options(get)
-    get.set_defaults(handler=run_get)
     _add_list(commands)
 
     count = commands.add(
         "count", help="the number of rows of a table",
         description="The number of rows the Query service holds for the table (just the number, or "
                     '{"count": N} with --json). Query RPC CountRows.',
-        examples=["laredo count public.users"])
+        examples=["laredo count public.users"], handler=run_count)
     count.add_argument("table", type=table_name, metavar="SCHEMA.TABLE")
-    count.set_defaults(handler=run_count)
     _add_subscribe(commands)
 
 
@@ -58,14 +56,13 @@ def _add_lookup(commands: Registrar) -> None:
                     "LookupAll.",
         examples=["laredo lookup public.users alice@example.com",
                   "laredo lookup public.orders --index by_status --all paid",
-                  "laredo lookup public.items --index by_status_qty --all --typed '\"even\"' 4"])
+                  "laredo lookup public.items --index by_status_qty --all --typed '\"even\"' 4"], handler=run_lookup)
     lookup.add_argument("table", type=table_name, metavar="SCHEMA.TABLE")
     lookup.add_argument("values", nargs="+", metavar="VALUE", help="the key, one value per index column")
     lookup.add_argument("--index", default="", metavar="NAME", help="the index to use (required with --all)")
     lookup.add_argument("--all", action="store_true", help="every matching row (LookupAll)")
     lookup.add_argument("--typed", action="store_true", help=TYPED_HELP)
     _row_options(lookup)
-    lookup.set_defaults(handler=run_lookup)
 
 
 def _add_list(commands: Registrar) -> None:
@@ -74,7 +71,7 @@ def _add_list(commands: Registrar) -> None:
         description="A page of rows in primary key order, with the total count and the token of the next "
                     "page. --all follows the pages to the end. Query RPC ListRows.",
         examples=["laredo list public.users --page-size 20", "laredo list public.users --page-token TOKEN",
-                  "laredo list public.users --all --json"])
+                  "laredo list public.users --all --json"], handler=run_list)
     listing.add_argument("table", type=table_name, metavar="SCHEMA.TABLE")
     listing.add_argument("--page-size", type=positive_int, default=0, metavar="N",
                          help="rows per page (default: the service's, 100)")
@@ -82,7 +79,6 @@ def _add_list(commands: Registrar) -> None:
                          help="the next_page_token of the previous page")
     listing.add_argument("--all", action="store_true", help="follow next_page_token to the last page")
     _row_options(listing)
-    listing.set_defaults(handler=run_list)
 
 
 def _add_subscribe(commands: Registrar) -> None:
@@ -91,11 +87,11 @@ def _add_subscribe(commands: Registrar) -> None:
         description="Print a table's changes one per line (a JSON object per line with --json) as the Query "
                     "service applies them; --replay first sends every current row as an INSERT. Runs until "
                     "Ctrl-C, --count changes or --timeout seconds, then exits with 0. Query RPC Subscribe.",
-        examples=["laredo subscribe public.users", "laredo subscribe public.users --replay --json --count 100"])
+        examples=["laredo subscribe public.users", "laredo subscribe public.users --replay --json --count 100"],
+        handler=run_subscribe)
     subscribe.add_argument("table", type=table_name, metavar="SCHEMA.TABLE")
     subscribe.add_argument("--replay", action="store_true", help="first every existing row as an INSERT")
     subscribe.add_argument("--count", type=positive_int, metavar="N", help="stop after N changes")
-    subscribe.set_defaults(handler=run_subscribe)
 
 
 def column_list(text: str) -> list[str]:
@@ -124,20 +120,18 @@ def run_lookup(ctx: Context) -> None:
     args = ctx.args
     table: TableName = args.table
     values = key_values(args.values, args.typed)
-    index = args.index or "the lookup index"
-    if args.all:
-        if not args.index:
-            raise CliError("--all needs --index NAME: LookupAll reads a named index", ExitCode.USAGE)
-        answer = ctx.query.call("LookupAll", query_pb2.LookupAllRequest(
-            schema=table.schema, table=table.table, index_name=args.index, key_values=values))
-        rows = [struct_to_dict(r) for r in answer.rows]
-        _show_rows(ctx, message_to_json(answer), rows)
-        if not rows:
-            raise Refused(f"no row of {table} matches {_key(args.values)} in {index}")
-        return
-    answer = ctx.query.call("Lookup", query_pb2.LookupRequest(
+    missing = f"no row of {table} matches {_key(args.values)} in {args.index or 'the lookup index'}"
+    if not args.all:
+        return _show_found(ctx, ctx.query.call("Lookup", query_pb2.LookupRequest(
+            schema=table.schema, table=table.table, index_name=args.index, key_values=values)), missing)
+    if not args.index:
+        raise CliError("--all needs --index NAME: LookupAll reads a named index", ExitCode.USAGE)
+    answer = ctx.query.call("LookupAll", query_pb2.LookupAllRequest(
         schema=table.schema, table=table.table, index_name=args.index, key_values=values))
-    _show_found(ctx, answer, f"no row of {table} matches {_key(args.values)} in {index}")
+    rows = [struct_to_dict(r) for r in answer.rows]
+    _show_rows(ctx, message_to_json(answer), rows)
+    if not rows:
+        raise Refused(missing)
 
 
 def run_get(ctx: Context) -> None:
@@ -187,7 +181,7 @@ def run_subscribe(ctx: Context) -> ExitCode:
 
 def describe_change(change: query_pb2.SubscribeResponse) -> str:
     """`<time>  <ACTION>  [at <position>] [xid N]  new={...}  old={...}`."""
-    parts = [timestamp_text(change.timestamp) if change.HasField("timestamp") else "-", change.action or "-"]
+    parts = [when(change, "timestamp"), change.action or "-"]
     if change.position:
         parts.append(f"at {change.position}")
     if change.xid:

@@ -29,7 +29,7 @@ def register(commands: Registrar) -> None:
     start = sub.add("start", help="start a replay",
                     description="Start replaying a snapshot and print the replay id. With --wait, follow it to "
                                 "its end: exit code 0 when it completed, 1 when it failed or was stopped. OAM "
-                                "RPC StartReplay.")
+                                "RPC StartReplay.", handler=run_start)
     start.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
     start.add_argument("tables", nargs="*", type=table_name, metavar="SCHEMA.TABLE",
                        help="only these tables (default: all of the snapshot's)")
@@ -39,19 +39,16 @@ def register(commands: Registrar) -> None:
     start.add_argument("--wait", action="store_true", help="follow the replay until it ends")
     start.add_argument("--poll", type=seconds, default=POLL_INTERVAL, metavar="SECONDS",
                        help=f"with --wait: how often to ask for progress (default {POLL_INTERVAL:g})")
-    start.set_defaults(handler=run_start)
 
     status = sub.add("status", help="a replay's progress",
                      description="A replay's state (running, completed, error, stopped), rows replayed and time "
-                                 "taken. OAM RPC GetReplayStatus.")
+                                 "taken. OAM RPC GetReplayStatus.", handler=run_status)
     status.add_argument("replay_id", metavar="REPLAY_ID")
-    status.set_defaults(handler=run_status)
 
     stop = sub.add("stop", help="stop a replay",
                    description="Stop a running replay. Exit code 1 when it was not stopped (e.g. it had ended). "
-                               "OAM RPC StopReplay.")
+                               "OAM RPC StopReplay.", handler=run_stop)
     stop.add_argument("replay_id", metavar="REPLAY_ID")
-    stop.set_defaults(handler=run_stop)
 
 
 def speed(text: str) -> str:
@@ -108,6 +105,5 @@ def _show_status(ctx: Context, answer: oam_pb2.GetReplayStatusResponse) -> None:
 def run_stop(ctx: Context) -> None:
     replay_id = ctx.args.replay_id
     answer = ctx.oam.call("StopReplay", oam_pb2.StopReplayRequest(replay_id=replay_id))
-    print_answer(ctx, answer, f"replay {replay_id} " + ("stopped" if answer.stopped else "NOT stopped"))
-    if not answer.stopped:
-        raise Refused(f"replay {replay_id} was not stopped")
+    print_answer(ctx, answer, f"replay {replay_id} " + ("stopped" if answer.stopped else "NOT stopped"),
+                 refused="" if answer.stopped else f"replay {replay_id} was not stopped")

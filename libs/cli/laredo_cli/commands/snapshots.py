@@ -19,7 +19,6 @@ from laredo_cli.commands.common import (
     text_or_dash,
     when,
 )
-from laredo_cli.errors import Refused
 from laredo_cli.output import format_value
 from laredo_cli.protojson import struct_to_dict
 
@@ -34,50 +33,45 @@ def register(commands: Registrar) -> None:
                   "laredo snapshots create public.users --meta reason=deploy",
                   "laredo snapshots inspect SNAPSHOT_ID", "laredo snapshots prune --keep 5 --yes"])
     listing = sub.add("list", help="available snapshots",
-                      description="Available snapshots, newest first. OAM RPC ListSnapshots.")
+                      description="Available snapshots, newest first. OAM RPC ListSnapshots.", handler=run_list)
     listing.add_argument("--table", type=table_name, metavar="SCHEMA.TABLE", help="only snapshots of this table")
     listing.add_argument("--limit", type=positive_int, default=0, metavar="N", help="at most N snapshots")
-    listing.set_defaults(handler=run_list)
 
     create = sub.add("create", help="take a snapshot now",
                      description="Take a snapshot of the given tables (default: every table), with optional "
-                                 "metadata. OAM RPC CreateSnapshot.")
+                                 "metadata. OAM RPC CreateSnapshot.", handler=run_create)
     create.add_argument("tables", nargs="*", type=table_name, metavar="SCHEMA.TABLE", help="tables (default: all)")
     create.add_argument("--meta", action="append", default=[], type=meta_pair, metavar="KEY=VALUE",
                         help="metadata stored with the snapshot (repeatable; values are strings)")
-    create.set_defaults(handler=run_create)
 
     inspect = sub.add("inspect", help="one snapshot in detail",
-                      description="A snapshot's metadata, positions and tables. OAM RPC InspectSnapshot.")
+                      description="A snapshot's metadata, positions and tables. OAM RPC InspectSnapshot.",
+                      handler=run_inspect)
     inspect.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
-    inspect.set_defaults(handler=run_inspect)
     _add_destructive(sub)
 
 
 def _add_destructive(sub: Registrar) -> None:
     restore = sub.add("restore", help="replace the tables' state with a snapshot",
                       description="DESTRUCTIVE: replace the replicated state with a snapshot's. Needs --yes in "
-                                  "scripts. OAM RPC RestoreSnapshot.")
+                                  "scripts. OAM RPC RestoreSnapshot.", handler=run_restore)
     restore.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
     restore.add_argument("--skip-meta-check", action="store_true",
                          help="restore even if the snapshot's metadata does not match the configuration")
     add_yes(restore)
-    restore.set_defaults(handler=run_restore)
 
     delete = sub.add("delete", help="delete one snapshot",
                      description="DESTRUCTIVE: delete a snapshot. Needs --yes in scripts; exit code 1 when "
-                                 "nothing was deleted. OAM RPC DeleteSnapshot.")
+                                 "nothing was deleted. OAM RPC DeleteSnapshot.", handler=run_delete)
     delete.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
     add_yes(delete)
-    delete.set_defaults(handler=run_delete)
 
     prune = sub.add("prune", help="delete all but the newest N snapshots",
                     description="DESTRUCTIVE: keep the newest --keep snapshots (of one table with --table) and "
-                                "delete the others. Needs --yes in scripts. OAM RPC PruneSnapshots.")
+                                "delete the others. Needs --yes in scripts. OAM RPC PruneSnapshots.", handler=run_prune)
     prune.add_argument("--keep", type=positive_int, required=True, metavar="N", help="snapshots to keep")
     prune.add_argument("--table", type=table_name, metavar="SCHEMA.TABLE", help="only this table's snapshots")
     add_yes(prune)
-    prune.set_defaults(handler=run_prune)
 
 
 def meta_pair(text: str) -> tuple[str, str]:
@@ -108,7 +102,7 @@ def run_list(ctx: Context) -> None:
         return print_json(ctx, answer)
     ctx.output.table(
         ["SNAPSHOT", "CREATED", "FORMAT", "SIZE", "TABLES"],
-        [[s.snapshot_id, when(s.created_at, s.HasField("created_at")), text_or_dash(s.format),
+        [[s.snapshot_id, when(s, "created_at"), text_or_dash(s.format),
           size_text(s.size_bytes), tables_text(s)] for s in answer.snapshots],
         right=[3], empty="(no snapshot)")
 
@@ -129,7 +123,7 @@ def run_inspect(ctx: Context) -> None:
         return print_json(ctx, answer)
     info = answer.info
     ctx.output.fields([
-        ("snapshot", info.snapshot_id), ("created", when(info.created_at, info.HasField("created_at"))),
+        ("snapshot", info.snapshot_id), ("created", when(info, "created_at")),
         ("format", text_or_dash(info.format)), ("size", size_text(info.size_bytes)),
         ("store", " ".join(filter(None, (info.store_type, info.store_location))) or "-"),
         ("positions", ", ".join(f"{p.source_id} {p.position}" for p in info.source_positions) or "-"),
@@ -154,9 +148,8 @@ def run_delete(ctx: Context) -> None:
     snapshot_id = ctx.args.snapshot_id
     confirm(ctx, f"Deleting snapshot {snapshot_id} cannot be undone.")
     answer = ctx.oam.call("DeleteSnapshot", oam_pb2.DeleteSnapshotRequest(snapshot_id=snapshot_id))
-    print_answer(ctx, answer, f"snapshot {snapshot_id} " + ("deleted" if answer.deleted else "NOT deleted"))
-    if not answer.deleted:
-        raise Refused(f"snapshot {snapshot_id} was not deleted")
+    print_answer(ctx, answer, f"snapshot {snapshot_id} " + ("deleted" if answer.deleted else "NOT deleted"),
+                 refused="" if answer.deleted else f"snapshot {snapshot_id} was not deleted")
 
 
 def run_prune(ctx: Context) -> None:

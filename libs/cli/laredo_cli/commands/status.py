@@ -22,7 +22,7 @@ from laredo_cli.commands.common import (
     when,
 )
 from laredo_cli import progress
-from laredo_cli.errors import CliError, ExitCode, Refused
+from laredo_cli.errors import CliError, ExitCode
 from laredo_cli.progress import Work
 from laredo_cli.output import format_value
 from laredo_cli.protojson import message_to_json, struct_to_dict, timestamp_text
@@ -50,14 +50,13 @@ def register(commands: Registrar) -> None:
                     "bar, rows, rate and ETA; --watch redraws it all every few seconds until Ctrl-C or "
                     "--timeout. OAM RPCs GetStatus, GetTableStatus, GetPipelineStatus, ListInstances.",
         examples=["laredo status", "laredo status --table public.users", "laredo status --watch",
-                  "laredo status --pipeline pg:public.users:replication-fanout --json"])
+                  "laredo status --pipeline pg:public.users:replication-fanout --json"], handler=run_status)
     status.add_argument("--watch", nargs="?", const=2.0, type=seconds, metavar="SECONDS",
                         help="redraw every SECONDS (default 2) with progress bars; with --json one JSON object "
                              "per line: {status, in_progress}")
     which = status.add_mutually_exclusive_group()
     which.add_argument("--table", type=table_name, metavar="SCHEMA.TABLE", help="only this table's pipelines")
     which.add_argument("--pipeline", metavar="ID", help="one pipeline: <source>:<schema>.<table>:<target-type>")
-    status.set_defaults(handler=run_status)
 
     ready = commands.add(
         "ready", help="is everything (or a source/table/pipeline) ready?",
@@ -65,12 +64,11 @@ def register(commands: Registrar) -> None:
                     "target serves what it has, but changes made since the pause are not applied). Exit code "
                     "0 when ready, 1 when not (the reasons are printed). OAM RPC CheckReady.",
         examples=["laredo ready && echo serving", "laredo ready --table public.users",
-                  "until laredo ready --source pg; do sleep 2; done"])
+                  "until laredo ready --source pg; do sleep 2; done"], handler=run_ready)
     scope = ready.add_mutually_exclusive_group()
     scope.add_argument("--source", metavar="ID", help="only this source's pipelines")
     scope.add_argument("--table", type=table_name, metavar="SCHEMA.TABLE", help="only this table's pipelines")
     scope.add_argument("--pipeline", metavar="ID", help="only this pipeline")
-    ready.set_defaults(handler=run_ready)
     _add_sources(commands)
     _add_watch(commands)
 
@@ -80,9 +78,8 @@ def _add_sources(commands: Registrar) -> None:
         "sources", help="sources with positions, lag and details",
         description="Every source (or one) with its type, current and acknowledged positions, lag and the "
                     "details its ingest leader reports. OAM RPC GetSourceInfo.",
-        examples=["laredo sources", "laredo sources pg --json"])
+        examples=["laredo sources", "laredo sources pg --json"], handler=run_sources)
     sources.add_argument("source", nargs="?", default="", metavar="SOURCE", help="one source id (default: all)")
-    sources.set_defaults(handler=run_sources)
 
 
 def _add_watch(commands: Registrar) -> None:
@@ -93,13 +90,12 @@ def _add_watch(commands: Registrar) -> None:
                     "applied. Runs until Ctrl-C, --count events or --timeout seconds, and then exits with 0. "
                     "OAM RPC WatchStatus.",
         examples=["laredo watch", "laredo watch --table public.users --count 10",
-                  "laredo watch --json --timeout 60 | jq -c 'select(.pipeline_state_change)'"])
+                  "laredo watch --json --timeout 60 | jq -c 'select(.pipeline_state_change)'"], handler=run_watch)
     watch.add_argument("--table", dest="tables", action="append", type=table_name, default=[],
                        metavar="SCHEMA.TABLE", help="only events of this table (repeatable)")
     watch.add_argument("--pipeline", dest="pipelines", action="append", default=[], metavar="ID",
                        help="only events of this pipeline (repeatable)")
     watch.add_argument("--count", type=positive_int, metavar="N", help="stop after N events")
-    watch.set_defaults(handler=run_watch)
 
 
 def run_status(ctx: Context) -> ExitCode | None:
@@ -130,9 +126,8 @@ def run_status(ctx: Context) -> ExitCode | None:
 
 def show_status(ctx: Context, answer: oam_pb2.GetStatusResponse, work: list[Work]) -> None:
     summary = [("snapshots", snapshot_summary(answer.snapshot_status))] if answer.HasField("snapshot_status") else []
-    ctx.output.fields([("state", service_state(answer.state)),
-                       ("started", when(answer.started_at, answer.HasField("started_at"))),
-                       ("last change", when(answer.last_change_at, answer.HasField("last_change_at"))), *summary])
+    ctx.output.fields([("state", service_state(answer.state)), ("started", when(answer, "started_at")),
+                       ("last change", when(answer, "last_change_at")), *summary])
     ctx.output.line()
     show_sources(ctx, answer.sources)
     ctx.output.line()
@@ -200,9 +195,8 @@ def show_sources(ctx: Context, sources: Any) -> None:
 def show_pipelines(ctx: Context, pipelines: Any) -> None:
     ctx.output.table(
         ["PIPELINE", "STATE", "ROWS", "LAST CHANGE", "LAST BASELINE", "ERROR"],
-        [[p.pipeline_id, pipeline_state(p.state), str(p.row_count),
-          when(p.last_change_at, p.HasField("last_change_at")), text_or_dash(p.last_baseline_reason),
-          text_or_dash(p.error_message)] for p in pipelines],
+        [[p.pipeline_id, pipeline_state(p.state), str(p.row_count), when(p, "last_change_at"),
+          text_or_dash(p.last_baseline_reason), text_or_dash(p.error_message)] for p in pipelines],
         right=[2], empty="(no pipeline)")
 
 
@@ -213,7 +207,7 @@ def show_pipeline(ctx: Context, p: oam_pb2.PipelineStatus, present: bool) -> Non
         ("target", p.target_type), ("state", pipeline_state(p.state)), ("rows", str(p.row_count)),
         ("applied", f"{p.inserts_applied} inserts, {p.updates_applied} updates, {p.deletes_applied} deletes, "
                     f"{p.truncates_applied} truncates"),
-        ("last change", when(p.last_change_at, p.HasField("last_change_at"))), ("last baseline", last_baseline(p)),
+        ("last change", when(p, "last_change_at")), ("last baseline", last_baseline(p)),
         ("buffer", buffer), ("dead letters", str(p.dead_letter_count)), ("error", text_or_dash(p.error_message)),
     ] if present else [("pipeline", "-")])
 
@@ -242,9 +236,7 @@ def run_ready(ctx: Context) -> None:
     answer = ctx.oam.call("CheckReady", oam_pb2.CheckReadyRequest(
         source=args.source or "", table=str(args.table) if args.table else "", pipeline_id=args.pipeline or ""))
     print_answer(ctx, answer, "ready" if answer.ready else "not ready",
-                 *(f"  - {reason}" for reason in answer.not_ready_reasons))
-    if not answer.ready:
-        raise Refused("not ready")
+                 *(f"  - {reason}" for reason in answer.not_ready_reasons), refused="" if answer.ready else "not ready")
 
 
 def run_sources(ctx: Context) -> None:
@@ -273,7 +265,7 @@ def run_watch(ctx: Context) -> ExitCode:
 
 def describe_event(event: oam_pb2.WatchStatusResponse) -> str:
     """One line per event: `<time>  <kind>  <what happened>`."""
-    at = timestamp_text(event.timestamp) if event.HasField("timestamp") else "-"
+    at = when(event, "timestamp")
     kind = event.WhichOneof("event")
     if kind == "service_state_change":
         e = event.service_state_change

@@ -10,7 +10,6 @@ record (records.outcome_id). StopReplay sends STOP_REPLAY to the instances still
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus
+from laredo_core.coordination.records import now_unix_ms
 from laredo_core.rebuild.pacing import ReplaySpeed
 from laredo_core.rebuild.records import (
     RebuildKind,
@@ -122,7 +122,7 @@ class RebuildLauncher:
 
     async def _record(self, request: RebuildRequest, targets: list[str]) -> None:
         details = {"instances": targets, "kind": request.kind.value, "table": str(request.table),
-                   "snapshot_id": request.snapshot_id, "started_unix_ms": int(time.time() * 1000)}
+                   "snapshot_id": request.snapshot_id, "started_unix_ms": now_unix_ms()}
         record = CommandResult(request.rebuild_id, CommandStatus.SUCCEEDED, f"{request.kind.value} of {request.table}",
                                details, executed_by="oam")
         await self._store.complete_command(Command(request.rebuild_id, "oam", _COMMANDS[request.kind]), record)
@@ -186,9 +186,9 @@ def _combined(rebuild_id: str, found: Mapping[str, RebuildReport], started_ms: i
     states = {r.state for r in found.values()}
     state = next((s for s in (RebuildState.ERROR, RebuildState.RUNNING, RebuildState.STOPPED) if s in states),
                  RebuildState.COMPLETED)
-    starts = [r.started_unix_ms for r in found.values() if r.started_unix_ms] or [started_ms or _now_ms()]
+    starts = [r.started_unix_ms for r in found.values() if r.started_unix_ms] or [started_ms or now_unix_ms()]
     ends = [r.finished_unix_ms for r in found.values()]
-    end = max(ends) if state is not RebuildState.RUNNING and all(ends) else _now_ms()
+    end = max(ends) if state is not RebuildState.RUNNING and all(ends) else now_unix_ms()
     return RebuildStatus(rebuild_id, state, min(r.rows_replayed for r in found.values()),
                          max(0.0, (end - min(starts)) / 1000), dict(found))
 
@@ -196,7 +196,3 @@ def _combined(rebuild_id: str, found: Mapping[str, RebuildReport], started_ms: i
 def _replays(status: Mapping[str, Any]) -> Mapping[str, Any]:
     replays = status.get("replays")
     return replays if isinstance(replays, Mapping) else {}
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -28,12 +28,10 @@ class Reports:
     def of(self, service: str) -> tuple[InstanceStatus, ...]:
         return tuple(i for i in self.instances if i.service == service)
 
-    def ingest_sources(self) -> tuple[str, ...]:
-        return tuple(sorted({str(i.status["source"]) for i in self.of("ingest") if i.status.get("source")}))
-
     def source_ids(self, catalog: Catalog) -> tuple[str, ...]:
         """The configured sources and those an ingest instance reports, sorted."""
-        return tuple(sorted({s.source_id for s in catalog.sources} | set(self.ingest_sources())))
+        reported = {str(i.status["source"]) for i in self.of("ingest") if i.status.get("source")}
+        return tuple(sorted({s.source_id for s in catalog.sources} | reported))
 
     def require_source(self, catalog: Catalog, source_id: str) -> tuple[str]:
         """(source_id,) when it is configured or reported; NotFound naming the known sources otherwise."""

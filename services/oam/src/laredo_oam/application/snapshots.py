@@ -10,7 +10,7 @@ naming the store and the step.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -96,7 +96,7 @@ class Snapshots:
             return SnapshotSummaryView(False)
         store_types = ",".join(sorted({p.store_type for p in self._places.values()}))
         try:
-            found = await self._snapshots(None)
+            found = await self._snapshots()
         except SnapshotStoreFailed as exc:
             log.warning("status shows no snapshot counts: %s", exc)
             return SnapshotSummaryView(True, store_types)
@@ -123,13 +123,11 @@ class Snapshots:
         """Every snapshot (of one table when named), newest first; at most `limit` (0: all)."""
         if limit < 0:
             raise InvalidRequest(f"limit must be 0 (no limit) or positive, got {limit}")
-        found = await self._snapshots(parse_table(table) if table.strip() else None)
+        found = await self._snapshots(table)
         return found[:limit] if limit else found
 
     async def delete(self, snapshot_id: str) -> bool:
-        found = await self.find(snapshot_id)
-        await _io(found.place, f"deleting snapshot {snapshot_id!r} of {found.table}",
-                  found.store.delete_snapshot(found.table, found.snapshot_id))
+        await _delete(await self.find(snapshot_id))
         return True
 
     async def prune(self, keep: int, table: str = "") -> int:
@@ -137,17 +135,16 @@ class Snapshots:
         if keep <= 0:
             raise InvalidRequest(f"keep must be at least 1 (the newest snapshots kept per table), got {keep}")
         by_table: dict[TableId, list[StoredSnapshot]] = {}
-        for snapshot in await self._snapshots(parse_table(table) if table.strip() else None):
+        for snapshot in await self._snapshots(table):
             by_table.setdefault(snapshot.table, []).append(snapshot)  # newest first within each table
-        deleted = 0
-        for snapshots in by_table.values():
-            for old in snapshots[keep:]:
-                await _io(old.place, f"deleting snapshot {old.snapshot_id!r} of {old.table}",
-                          old.store.delete_snapshot(old.table, old.snapshot_id))
-                deleted += 1
-        return deleted
+        old = [snapshot for snapshots in by_table.values() for snapshot in snapshots[keep:]]
+        for snapshot in old:
+            await _delete(snapshot)
+        return len(old)
 
-    async def _snapshots(self, wanted: TableId | None) -> list[StoredSnapshot]:
+    async def _snapshots(self, table: str = "") -> list[StoredSnapshot]:
+        """Every snapshot (of the request's table, when it names one), newest first."""
+        wanted = parse_table(table) if table.strip() else None
         self._require_stores()
         holdings = await self._holdings()
         if wanted is not None:
@@ -155,9 +152,9 @@ class Snapshots:
             if not holdings:
                 self._unknown_table(wanted)
         found = []
-        for place, table in holdings:
-            manifests = await _io(place, f"listing the snapshots of {table}", place.store.list_snapshots(table))
-            found += [StoredSnapshot(table, m, place) for m in manifests]
+        for place, held in holdings:
+            manifests = await _io(place, f"listing the snapshots of {held}", place.store.list_snapshots(held))
+            found += [StoredSnapshot(held, m, place) for m in manifests]
         return sorted(found, key=lambda s: (s.manifest.created_at, s.snapshot_id), reverse=True)
 
     async def _holdings(self) -> list[tuple[SnapshotPlace, TableId]]:
@@ -177,11 +174,12 @@ class Snapshots:
             raise PreconditionFailed(f"table {table} has no snapshot store and no store holds snapshots of it: "
                                      f"{HOW_TO_CONFIGURE}")
         raise NotFound(f"table {table} is not configured and no snapshot store holds snapshots of it; "
-                       f"tables with snapshot stores: {_names(self._places)}")
+                       f"tables with snapshot stores: {', '.join(sorted(map(str, self._places))) or 'none'}")
 
 
-def _names(tables: Iterable[TableId]) -> str:
-    return ", ".join(sorted(str(t) for t in tables)) or "none"
+async def _delete(snapshot: StoredSnapshot) -> None:
+    await _io(snapshot.place, f"deleting snapshot {snapshot.snapshot_id!r} of {snapshot.table}",
+              snapshot.store.delete_snapshot(snapshot.table, snapshot.snapshot_id))
 
 
 async def _io(place: SnapshotPlace, doing: str, call: Awaitable[T]) -> T:

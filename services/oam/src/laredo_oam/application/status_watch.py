@@ -154,7 +154,7 @@ class StatusWatch:
         await self._stop()
 
     def _start(self) -> InstanceTracker:
-        if self._task is not None and self._tracker is not None and not self._task.done():
+        if self.running and self._tracker is not None:
             return self._tracker
         tracker = InstanceTracker(self._store, self._catalog, self._deliver,
                                   refresh_interval=self._refresh_interval, recovery_grace=self._recovery_grace)

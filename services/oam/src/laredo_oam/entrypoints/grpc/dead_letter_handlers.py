@@ -10,9 +10,8 @@ from laredo.v1 import oam_pb2
 
 from laredo_core.deadletters.model import DeadLetter
 from laredo_oam.application.dead_letters import DeadLetters
-from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.entrypoints.grpc import mappers
-from laredo_oam.entrypoints.grpc.errors import mapped_errors
+from laredo_oam.entrypoints.grpc.errors import mapped_errors, set_up
 
 Context = grpc.aio.ServicerContext
 
@@ -26,10 +25,8 @@ class DeadLetterHandlers:
     _dead_letters: DeadLetters | None = None
 
     def _dead_letter_use_cases(self) -> DeadLetters:
-        if self._dead_letters is None:
-            raise PreconditionFailed("dead-letter management is not set up in this OAM service (see the "
-                                     "dead_letters section of the configuration)")
-        return self._dead_letters
+        return set_up(self._dead_letters, "dead-letter management is not set up in this OAM service (see the "
+                                          "dead_letters section of the configuration)")
 
     @mapped_errors
     async def ListDeadLetters(self, request: oam_pb2.ListDeadLettersRequest,

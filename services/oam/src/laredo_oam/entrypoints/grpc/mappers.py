@@ -88,17 +88,17 @@ def instance_info(instance: InstanceStatus) -> oam_pb2.InstanceInfo:
 
 
 def source_status(view: SourceView) -> oam_pb2.SourceStatus:
-    return oam_pb2.SourceStatus(
-        source_id=view.source_id, source_type=view.source_type, supports_resume=view.supports_resume,
-        ordering_guarantee="total", current_position=view.current_position, acked_position=view.acked_position,
-        lag_bytes=view.lag_bytes, lag_time=duration(view.lag_seconds), source_details=struct(view.details))
+    return oam_pb2.SourceStatus(**_source_fields(view), source_details=struct(view.details))
 
 
 def source_info(view: SourceView) -> oam_pb2.SourceInfo:
-    return oam_pb2.SourceInfo(
-        source_id=view.source_id, source_type=view.source_type, supports_resume=view.supports_resume,
-        ordering_guarantee="total", current_position=view.current_position, acked_position=view.acked_position,
-        lag_bytes=view.lag_bytes, lag_time=duration(view.lag_seconds), details=struct(view.details))
+    return oam_pb2.SourceInfo(**_source_fields(view), details=struct(view.details))
+
+
+def _source_fields(view: SourceView) -> dict[str, Any]:
+    return dict(source_id=view.source_id, source_type=view.source_type, supports_resume=view.supports_resume,
+                ordering_guarantee="total", current_position=view.current_position,
+                acked_position=view.acked_position, lag_bytes=view.lag_bytes, lag_time=duration(view.lag_seconds))
 
 
 def system_status(status: SystemStatus, snapshots: SnapshotSummaryView | None = None) -> oam_pb2.GetStatusResponse:

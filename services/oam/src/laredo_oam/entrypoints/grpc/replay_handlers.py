@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import grpc
-from google.protobuf import duration_pb2
 from laredo.v1 import oam_pb2
 
 from laredo_oam.application.replay import Replays
 from laredo_oam.application.restore import Restores
-from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.entrypoints.grpc import mappers
-from laredo_oam.entrypoints.grpc.errors import mapped_errors
+from laredo_oam.entrypoints.grpc.errors import mapped_errors, set_up
 
 Context = grpc.aio.ServicerContext
 NOT_SET_UP = "restores and replays are not set up in this OAM service (it was built without them)"
@@ -28,10 +26,8 @@ class ReplayHandlers:
     @mapped_errors
     async def RestoreSnapshot(self, request: oam_pb2.RestoreSnapshotRequest,
                               context: Context) -> oam_pb2.RestoreSnapshotResponse:
-        if self._restores is None:
-            raise PreconditionFailed(NOT_SET_UP)
-        restored = await self._restores.restore(request.snapshot_id, confirm=request.confirm,
-                                                skip_meta_check=request.skip_meta_check)
+        restored = await set_up(self._restores, NOT_SET_UP).restore(request.snapshot_id, confirm=request.confirm,
+                                                                    skip_meta_check=request.skip_meta_check)
         return oam_pb2.RestoreSnapshotResponse(accepted=restored.accepted, message=restored.message,
                                                user_meta=mappers.struct(restored.user_meta),
                                                warnings=list(restored.warnings))
@@ -47,16 +43,13 @@ class ReplayHandlers:
     async def GetReplayStatus(self, request: oam_pb2.GetReplayStatusRequest,
                               context: Context) -> oam_pb2.GetReplayStatusResponse:
         status = await self._replay_use_cases().status(request.replay_id)
-        elapsed = duration_pb2.Duration()
-        elapsed.FromNanoseconds(int(status.elapsed * 1e9))
         return oam_pb2.GetReplayStatusResponse(replay_id=status.rebuild_id, state=status.state.value,
-                                               rows_replayed=status.rows_replayed, elapsed=elapsed)
+                                               rows_replayed=status.rows_replayed,
+                                               elapsed=mappers.duration(status.elapsed))
 
     @mapped_errors
     async def StopReplay(self, request: oam_pb2.StopReplayRequest, context: Context) -> oam_pb2.StopReplayResponse:
         return oam_pb2.StopReplayResponse(stopped=await self._replay_use_cases().stop(request.replay_id))
 
     def _replay_use_cases(self) -> Replays:
-        if self._replays is None:
-            raise PreconditionFailed(NOT_SET_UP)
-        return self._replays
+        return set_up(self._replays, NOT_SET_UP)

@@ -1,9 +1,6 @@
-"""The OAM gRPC servicer: thin handlers over the status and administration use cases.
+"""The OAM gRPC servicer: thin handlers over the status and administration use cases; the snapshot, restore and
+replay, and dead-letter RPCs come from mixins (snapshot_handlers.py, replay_handlers.py, dead_letter_handlers.py).
 
-Snapshot RPCs come from the SnapshotHandlers mixin (snapshot_handlers.py).
-WatchStatus streams the StatusWatch's events (application/status_watch.py).
-RestoreSnapshot and the replay RPCs come from the ReplayHandlers mixin (replay_handlers.py).
-ListDeadLetters, ReplayDeadLetters and PurgeDeadLetters come from the DeadLetterHandlers mixin (dead_letter_handlers.py).
 Every RPC of the specification is served; a part this OAM was built without (tests build it piecemeal) answers
 FAILED_PRECONDITION saying what is missing.
 """
@@ -27,7 +24,7 @@ from laredo_oam.application.status_watch import StatusWatch
 from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.domain.states import ServiceState
 from laredo_oam.entrypoints.grpc import mappers
-from laredo_oam.entrypoints.grpc.errors import mapped_errors, status_for
+from laredo_oam.entrypoints.grpc.errors import mapped_errors, set_up, status_for
 from laredo_oam.entrypoints.grpc.dead_letter_handlers import DeadLetterHandlers
 from laredo_oam.entrypoints.grpc.redacted import redacted
 from laredo_oam.entrypoints.grpc.replay_handlers import ReplayHandlers
@@ -78,16 +75,14 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
     async def WatchStatus(self, request: oam_pb2.WatchStatusRequest,
                           context: Context) -> AsyncIterator[oam_pb2.WatchStatusResponse]:
         """State and row changes until the client leaves; initial metadata is sent once the watch is in place."""
-        if self._watch is None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                "status watching is not set up in this OAM service (it needs the coordination store)")
-            return
         try:
-            watch_filter = self._watch.filter_for(request.tables, request.pipeline_ids)
+            watch = set_up(self._watch, "status watching is not set up in this OAM service (it needs the "
+                                        "coordination store)")
+            watch_filter = watch.filter_for(request.tables, request.pipeline_ids)
         except Exception as exc:
             await context.abort(*status_for(exc))
             return
-        async with self._watch.watch(watch_filter) as watcher:
+        async with watch.watch(watch_filter) as watcher:
             await context.send_initial_metadata(())
             async for event in watcher:
                 yield redacted(watch_response(event))

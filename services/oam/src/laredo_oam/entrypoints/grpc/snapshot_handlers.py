@@ -6,9 +6,8 @@ import grpc
 from laredo.v1 import oam_pb2
 
 from laredo_oam.application.snapshots import HOW_TO_CONFIGURE, Snapshots
-from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.entrypoints.grpc import snapshot_mappers
-from laredo_oam.entrypoints.grpc.errors import mapped_errors
+from laredo_oam.entrypoints.grpc.errors import mapped_errors, set_up
 
 Context = grpc.aio.ServicerContext
 
@@ -22,9 +21,7 @@ class SnapshotHandlers:
     _snapshots: Snapshots | None = None
 
     def _snapshot_use_cases(self) -> Snapshots:
-        if self._snapshots is None:
-            raise PreconditionFailed(f"snapshot management is not set up in this OAM service: {HOW_TO_CONFIGURE}")
-        return self._snapshots
+        return set_up(self._snapshots, f"snapshot management is not set up in this OAM service: {HOW_TO_CONFIGURE}")
 
     @mapped_errors
     async def CreateSnapshot(self, request: oam_pb2.CreateSnapshotRequest,
