@@ -26,10 +26,7 @@ def ingest_options(settings: LaredoSettings, source_id: str | None = None) -> In
     problems: list[str] = []
     section = service_reader(source.options, f"sources.{source_id}", problems, known=SOURCE_COMMON_KEYS)
     extra = _source_extras(section)
-    ingest_section = service_reader(settings.ingest.options, "ingest", problems,
-                                    known=tuple(k for k in ENDPOINT_KEYS if k != "grpc"))
-    read_coordination_options(ingest_section, has_redis="redis" in settings.raw)
-    ingest_section.check_unknown()
+    _read_ingest_section(settings, problems)[0].check_unknown()
     tables = tuple(dict.fromkeys(t.table for t in settings.tables if t.source_id == source_id))
     if not tables:
         problems.append(f"tables: no table names source {source_id!r}; add one with source = {source_id}")
@@ -143,9 +140,13 @@ def read_coordination_options(section: Reader, *, has_redis: bool) -> Coordinati
 
 def coordination_settings(settings: LaredoSettings) -> CoordinationSettings:
     problems: list[str] = []
-    reader = service_reader(settings.ingest.options, "ingest", problems,
-                            known=tuple(k for k in ENDPOINT_KEYS if k != "grpc"))
-    coordination = read_coordination_options(reader, has_redis="redis" in settings.raw)
+    _, coordination = _read_ingest_section(settings, problems)
     if problems:
         raise ConfigError(problems)
     return coordination
+
+
+def _read_ingest_section(settings: LaredoSettings, problems: list[str]) -> tuple[Reader, CoordinationSettings]:
+    section = service_reader(settings.ingest.options, "ingest", problems,
+                             known=tuple(k for k in ENDPOINT_KEYS if k != "grpc"))
+    return section, read_coordination_options(section, has_redis="redis" in settings.raw)

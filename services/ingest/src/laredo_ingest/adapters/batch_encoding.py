@@ -33,18 +33,14 @@ def _table_part(source_id: str, schema: TableSchema) -> bytes:
         return cached[1]
     if len(_TABLE_PARTS) >= _MAX_CACHED:
         _TABLE_PARTS.clear()
-    part = _encode_table_part(source_id, schema)
-    _TABLE_PARTS[key] = (schema, part)
-    return part
-
-
-def _encode_table_part(source_id: str, schema: TableSchema) -> bytes:
-    return pb.ChangeBatch(
+    part = pb.ChangeBatch(
         source_id=source_id,
         table=pb.TableRef(schema=schema.table.schema, name=schema.table.name, relation_id=schema.relation_id),
         columns=columns_to_proto(schema.columns),
         replica_identity=_IDENTITY[schema.replica_identity],
     ).SerializeToString()
+    _TABLE_PARTS[key] = (schema, part)
+    return part
 
 
 def encode_batch(batch: OutboundBatch, epoch: int = 0) -> bytes:

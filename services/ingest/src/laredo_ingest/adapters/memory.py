@@ -123,12 +123,10 @@ class InMemoryChangePublisher:
             self._complete(*held[index])
 
     async def wait_for_acks(self, timeout: float) -> bool:
-        try:
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._idle.wait()
-        except TimeoutError:
-            return False
-        return True
+        return self._idle.is_set()
 
     def _complete(self, on_ack: AckCallback, error: IngestError | None) -> None:
         self._pending -= 1

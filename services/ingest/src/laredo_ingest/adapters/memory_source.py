@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from laredo_kernel.changes import TableId
 from laredo_kernel.tuples import RawValue, encode_tuple
 
-from laredo_ingest.domain.baseline import copy_chunk_full
+from laredo_ingest.domain.baseline import chunk_tuples
 from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse, SourceUnavailable
 from laredo_ingest.domain.prerequisites import PublicationChange, PublicationState, PublishedTable, ServerFacts
 from laredo_ingest.domain.schema import TableSchema
@@ -139,17 +139,13 @@ class _MemorySnapshotReader:
         """Row filters are SQL, which this fake does not evaluate: it only accepts none."""
         if row_filter:
             raise IngestError(f"the in-memory source cannot evaluate row filter {row_filter!r}")
-        chunk: list[bytes] = []
-        size = 0
-        for row in self._rows.get(schema.table, []):
-            chunk.append(encode_tuple(row))
-            size += len(chunk[-1])
-            if copy_chunk_full(len(chunk), size, chunk_rows, chunk_bytes):
-                yield chunk
-                chunk, size = [], 0
-                await asyncio.sleep(0)
-        if chunk:
+        async for chunk in chunk_tuples(self._tuples(schema.table), chunk_rows, chunk_bytes):
             yield chunk
+            await asyncio.sleep(0)
+
+    async def _tuples(self, table: TableId) -> AsyncIterator[bytes]:
+        for row in self._rows.get(table, []):
+            yield encode_tuple(row)
 
 
 class MemorySourceDatabase:

@@ -59,7 +59,7 @@ from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
 from laredo_ingest.adapters.nats_connection import NatsConnection
 from laredo_ingest.adapters.nats_fast_publish import FastPublisher, intercept_replies, sanitize
-from laredo_ingest.adapters.nats_publish_replies import AllAcked, ack_error, pub_ack, reply_error
+from laredo_ingest.adapters.nats_publish_replies import AllAcked, ack_error, pub_ack
 from laredo_ingest.adapters.nats_stream_setup import (
     TAIL_SEARCH,
     UNANSWERED,
@@ -239,12 +239,10 @@ class NatsChangePublisher:
                 f"{self._trace_lines}\r\n").encode()
 
     async def wait_for_acks(self, timeout: float) -> bool:
-        try:
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._idle.wait()
-        except TimeoutError:
-            return False
-        return True
+        return self._idle.is_set()
 
     async def close(self) -> None:
         if self._watchdog is not None:
@@ -267,20 +265,18 @@ class NatsChangePublisher:
 
     def _on_pub_ack(self, subject: bytes, data: bytes) -> None:
         """A header-less reply: a PubAck, or a JSON error from JetStream."""
-        token = subject[self._inbox_prefix:].decode()
-        entry = self._pending.get(token)
-        if entry is not None:
-            error = (reply_error(data, entry[2]) if b'"error"' in data
-                     else self._stored_ahead(entry, data) if b'"duplicate"' in data else None)
-            self._complete(token, error, pub_ack(data) if error is None and token in self._probes else None)
+        self._answered(subject[self._inbox_prefix:].decode(), data)
 
     async def _on_reply(self, msg: Msg) -> None:
-        token = msg.subject[len(self._inbox) + 1:]
+        """A reply with headers (a 503 "no responders"), or any reply when intercept_replies() is unavailable."""
+        self._answered(msg.subject[self._inbox_prefix:], msg.data, msg.headers)
+
+    def _answered(self, token: str, data: bytes, headers: Mapping[str, str] | None = None) -> None:
         entry = self._pending.get(token)
         if entry is None:
             return  # already timed out
-        error = ack_error(msg, entry[2]) or self._stored_ahead(entry, msg.data)
-        self._complete(token, error, pub_ack(msg.data) if error is None and token in self._probes else None)
+        error = ack_error(data, headers, entry[2]) or self._stored_ahead(entry, data)
+        self._complete(token, error, pub_ack(data) if error is None and token in self._probes else None)
 
     def _stored_ahead(self, entry: _Pending, data: bytes) -> IngestError | None:
         """A chained message acknowledged as a duplicate of one stored before the session's first new message

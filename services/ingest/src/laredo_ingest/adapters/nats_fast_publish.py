@@ -16,27 +16,17 @@ take the subscription's normal path.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from nats.aio.client import Client
 
-_HEADER_START = b"NATS/1.0\r\n"
 _NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _INTERNALS = ("_send_command", "_flush_queue", "_flush_pending", "stats")
 
 
 def sanitize(value: str) -> str:
+    """A header value with CR and LF as spaces (as nats-py does)."""
     return value.translate(_NEWLINES)
-
-
-def header_block(headers: Mapping[str, str]) -> bytes:
-    """The NATS header block; CR and LF in values become spaces (as nats-py does)."""
-    lines = "".join(f"{key}: {value.translate(_NEWLINES)}\r\n" for key, value in headers.items())
-    return _HEADER_START + lines.encode() + b"\r\n"
-
-
-def supports_fast_publish(client: Client) -> bool:
-    return all(hasattr(client, name) for name in _INTERNALS)
 
 
 #: How long a written frame may wait for more before the socket write: one system call then carries the
@@ -49,17 +39,16 @@ class FastPublisher:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self.fast = supports_fast_publish(client)
+        self.fast = all(hasattr(client, name) for name in _INTERNALS)
         self._flush_scheduled = False
 
-    async def publish(self, subject: str, reply: str, headers: Mapping[str, str] | bytes, payload: bytes) -> None:
-        """headers: a mapping, or a header block built by header_block(). Raises what Client.publish raises
-        (MaxPayloadError, ConnectionClosedError, ...)."""
+    async def publish(self, subject: str, reply: str, block: bytes, payload: bytes) -> None:
+        """block: the NATS header block (values sanitized). Raises what Client.publish raises (MaxPayloadError,
+        ConnectionClosedError, ...)."""
         client = self.client
         if not self.fast or not client.is_connected or len(payload) > client.max_payload:
-            await client.publish(subject, payload, reply=reply, headers=_as_mapping(headers))
+            await client.publish(subject, payload, reply=reply, headers=_as_mapping(block))
             return
-        block = headers if isinstance(headers, bytes) else header_block(headers)
         command = b"".join((f"HPUB {subject} {reply} {len(block)} {len(block) + len(payload)}\r\n".encode(),
                             block, payload, b"\r\n"))
         client.stats["out_msgs"] += 1
@@ -75,10 +64,8 @@ class FastPublisher:
             asyncio.ensure_future(self.client._flush_pending())  # noqa: SLF001
 
 
-def _as_mapping(headers: Mapping[str, str] | bytes) -> dict[str, str]:
-    if not isinstance(headers, bytes):
-        return dict(headers)
-    lines = headers.decode().split("\r\n")[1:]
+def _as_mapping(block: bytes) -> dict[str, str]:
+    lines = block.decode().split("\r\n")[1:]
     return dict(line.split(": ", 1) for line in lines if line)
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-
-from nats.aio.msg import Msg
+from collections.abc import Mapping
 
 from laredo_ingest.domain.errors import IngestError, PublishFailed
 from laredo_ingest.ports import AckCallback
@@ -38,13 +37,12 @@ def pub_ack(data: bytes) -> tuple[int, bool] | None:
         return None
 
 
-def ack_error(msg: Msg, msg_id: str) -> IngestError | None:
-    if msg.headers and msg.headers.get("Status") == "503":
+def ack_error(data: bytes, headers: Mapping[str, str] | None, msg_id: str) -> IngestError | None:
+    """Why JetStream did not store the message (None: it did, or acknowledged it as a duplicate)."""
+    if headers and headers.get("Status") == "503":
         return PublishFailed(f"no JetStream server stored {msg_id} (no responders): the stream's replicas are "
                              "electing a leader, or the stream was deleted; publishing starts again")
-    if b'"error"' not in msg.data:
-        return None
-    return reply_error(msg.data, msg_id)
+    return reply_error(data, msg_id) if b'"error"' in data else None
 
 
 def reply_error(data: bytes, msg_id: str) -> IngestError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -38,11 +39,14 @@ def _escape_option(value: str) -> str:
     return value.replace("\\", "\\\\").replace(" ", "\\ ")
 
 
-def connect_error(dsn: str, exc: Exception) -> SourceUnavailable:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return SourceUnavailable(
-        f"cannot connect to PostgreSQL at {describe_dsn(dsn)}: {reason}; check the source's connection "
-        "setting and that the server is running and accepts connections from this host")
+async def connect(dsn: str, **kwargs: Any) -> psycopg.AsyncConnection:
+    """An autocommit connection with the session settings; a failure is SourceUnavailable naming the server."""
+    try:
+        return await psycopg.AsyncConnection.connect(session_conninfo(dsn), autocommit=True, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise SourceUnavailable(
+            f"cannot connect to PostgreSQL at {describe_dsn(dsn)}: {_first_line(exc)}; check the source's connection "
+            "setting and that the server is running and accepts connections from this host") from exc
 
 
 @contextlib.asynccontextmanager

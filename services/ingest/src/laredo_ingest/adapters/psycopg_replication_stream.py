@@ -18,7 +18,7 @@ from psycopg import pq
 
 from laredo_kernel.position import format_lsn, parse_lsn
 
-from laredo_ingest.adapters.pg_connection import connect_error, describe_dsn, session_conninfo, wrap_errors
+from laredo_ingest.adapters.pg_connection import connect, describe_dsn, wrap_errors
 from laredo_ingest.domain.errors import IngestError, ReplicationInterrupted, SlotInUse, SlotLost
 from laredo_ingest.domain.walproto import standby_status_update
 from laredo_ingest.ports import CreatedSlot, SystemIdentity
@@ -36,11 +36,7 @@ class PsycopgReplicationStream:
         self._write_lock = asyncio.Lock()
 
     async def open(self) -> SystemIdentity:
-        try:
-            self._conn = await psycopg.AsyncConnection.connect(session_conninfo(self._dsn), replication="database",
-                                                               autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise connect_error(self._dsn, exc) from exc
+        self._conn = await connect(self._dsn, replication="database")
         async with wrap_errors("IDENTIFY_SYSTEM", self._dsn):
             cur = await self._conn.execute("IDENTIFY_SYSTEM")
             system_id, _timeline, _xlogpos, dbname = await cur.fetchone()  # type: ignore[misc]

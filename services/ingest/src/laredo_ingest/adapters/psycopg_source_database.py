@@ -12,8 +12,8 @@ from laredo_kernel.changes import ColumnInfo, TableId
 from laredo_kernel.position import parse_lsn
 from laredo_kernel.tuples import encode_tuple
 
-from laredo_ingest.adapters.pg_connection import connect_error, describe_dsn, session_conninfo, wrap_errors
-from laredo_ingest.domain.baseline import copy_chunk_full
+from laredo_ingest.adapters.pg_connection import connect, describe_dsn, wrap_errors
+from laredo_ingest.domain.baseline import chunk_tuples
 from laredo_ingest.domain.errors import PublicationError, SlotInUse, SourceUnavailable
 from laredo_ingest.domain.prerequisites import (
     PG15,
@@ -89,10 +89,7 @@ class PsycopgSourceDatabase:
         self._version = PG15
 
     async def open(self) -> None:
-        try:
-            self._conn = await psycopg.AsyncConnection.connect(session_conninfo(self._dsn), autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise connect_error(self._dsn, exc) from exc
+        self._conn = await connect(self._dsn)
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -248,18 +245,12 @@ class _PsycopgSnapshotReader:
             query = sql.SQL("COPY (SELECT {} FROM {} WHERE {}) TO STDOUT").format(columns, source, sql.SQL(row_filter))
         else:
             query = sql.SQL("COPY {} ({}) TO STDOUT").format(source, columns)
-        chunk: list[bytes] = []
-        size = 0
         async with wrap_errors(f"copying {table}", self._dsn):
             async with self._conn.cursor().copy(query) as copy:
-                async for row in copy.rows():
-                    chunk.append(encode_tuple([None if v is None else v.encode() for v in row]))
-                    size += len(chunk[-1])
-                    if copy_chunk_full(len(chunk), size, chunk_rows, chunk_bytes):
+                tuples = (encode_tuple([None if v is None else v.encode() for v in row]) async for row in copy.rows())
+                async with contextlib.aclosing(chunk_tuples(tuples, chunk_rows, chunk_bytes)) as chunks:
+                    async for chunk in chunks:
                         yield chunk
-                        chunk, size = [], 0
-        if chunk:
-            yield chunk
 
 
 def _publication_statements(name: str, change: PublicationChange) -> list[sql.Composable]:

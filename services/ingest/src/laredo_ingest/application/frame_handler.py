@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 
 from laredo_kernel.changes import BatchKind, TableId
@@ -122,7 +122,8 @@ class FrameHandler:
             streamed.stop()
             self._status.spooled_bytes = streamed.buffered_bytes
         elif message_type is StreamCommit:
-            await self._feed_all(streamed.commit(message), span)  # type: ignore[arg-type]
+            for replayed in streamed.commit(message):  # type: ignore[arg-type]
+                await self._feed(replayed, span)
             self._status.spooled_bytes = streamed.buffered_bytes
             self._status.streamed_transactions += 1
         elif message_type is StreamAbort:
@@ -131,10 +132,6 @@ class FrameHandler:
             if message.xid == message.subxid:  # type: ignore[union-attr]
                 self._status.aborted_streamed_transactions += 1
         else:
-            await self._feed(message, span)
-
-    async def _feed_all(self, messages: Iterable[PgOutputMessage], span: _PublishSpan) -> None:
-        for message in messages:
             await self._feed(message, span)
 
     async def _feed(self, message: PgOutputMessage, span: _PublishSpan) -> None:

@@ -132,13 +132,11 @@ class IngestService:
             if started is None:
                 return  # stopped during start-up or baseline: an unfinished baseline is redone next time
             start_lsn, state = started
-            factory = SessionFactory(o, ports, self.status, self.control, self._record_state)
-            session = factory.build(db, stream, prepared, start_lsn, state)
-            await session.run(stop)
-            if session.reset_request is not None:
+            reset = await SessionFactory(o, ports, self.status, self.control, self._record_state).run(
+                db, stream, prepared, start_lsn, state, stop)
+            if reset is not None:
                 self._reset = _Reset("the replication slot was reset by an operator",
-                                     bool(getattr(session.reset_request, "drop_publication", False)),
-                                     session.reset_request)
+                                     bool(getattr(reset, "drop_publication", False)), reset)
         finally:
             await stream.close()
             await db.close()

@@ -3,9 +3,9 @@ and the operator requests (re-baseline, pause) with their durable state."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from laredo_kernel.changes import TableId
 from laredo_kernel.position import format_lsn
@@ -42,8 +42,25 @@ class SessionFactory:
         self._control = control
         self._record_state = record_state
 
-    def build(self, db: SourceDatabase, stream: ReplicationStream, prepared: PreparedSource, start_lsn: int,
-              state: IngestState) -> _StartingSession:
+    async def run(self, db: SourceDatabase, stream: ReplicationStream, prepared: PreparedSource, start_lsn: int,
+                  state: IngestState, stop: asyncio.Event) -> object | None:
+        """START_REPLICATION, then the session until it ends; returns the RESET request that ended it (None: it
+        ended otherwise). The spools die with the session."""
+        o = self._options
+        session, streamed = self._build(db, stream, prepared, start_lsn, state)
+        streaming = o.stream_in_progress and o.protocol_version >= 2
+        await stream.start(o.slot_name, start_lsn, o.publication_name, protocol_version=o.protocol_version,
+                           streaming=streaming)
+        log.info("streaming slot %s from %s (pgoutput proto_version %d%s)", o.slot_name, format_lsn(start_lsn),
+                 o.protocol_version, ", streaming in-progress transactions" if streaming else "")
+        try:
+            await session.run(stop)
+        finally:
+            streamed.close()
+        return session.reset_request
+
+    def _build(self, db: SourceDatabase, stream: ReplicationStream, prepared: PreparedSource, start_lsn: int,
+               state: IngestState) -> tuple[StreamingSession, StreamedTransactions]:
         o, status = self._options, self._status
         assembler = TransactionAssembler(o.source_id, o.subject_prefix, prepared.schemas,
                                          max_changes=o.max_batch_changes, max_bytes=o.max_batch_bytes,
@@ -93,33 +110,4 @@ class SessionFactory:
                      ", ".join(state.reload_tables))
             self._control.submit_detached_reload(tables, BaselineReason(
                 BaselineCause.UNFINISHED_RELOAD, "a re-baseline an earlier session did not finish, redone"))
-        return _StartingSession(session, stream, o, start_lsn, streamed)
-
-
-class _StartingSession:
-    """START_REPLICATION, then the session; the spools die with it."""
-
-    def __init__(self, session: StreamingSession, stream: ReplicationStream, options: IngestOptions,
-                 start_lsn: int, streamed: StreamedTransactions) -> None:
-        self._session = session
-        self._stream = stream
-        self._options = options
-        self._start_lsn = start_lsn
-        self._streamed = streamed
-
-    @property
-    def reset_request(self) -> object | None:
-        return self._session.reset_request
-
-    async def run(self, stop: Any) -> None:
-        o = self._options
-        streaming = o.stream_in_progress and o.protocol_version >= 2
-        await self._stream.start(o.slot_name, self._start_lsn, o.publication_name,
-                                 protocol_version=o.protocol_version, streaming=streaming)
-        log.info("streaming slot %s from %s (pgoutput proto_version %d%s)", o.slot_name,
-                 format_lsn(self._start_lsn), o.protocol_version, ", streaming in-progress transactions"
-                 if streaming else "")
-        try:
-            await self._session.run(stop)
-        finally:
-            self._streamed.close()
+        return session, streamed

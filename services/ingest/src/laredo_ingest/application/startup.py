@@ -14,7 +14,6 @@ from laredo_ingest.domain.message_limits import MessageLimits
 from laredo_ingest.domain.prerequisites import (
     PG15,
     PublicationState,
-    PublishedTable,
     check_capacity,
     check_server,
     check_tables_exist,
@@ -73,10 +72,10 @@ async def prepare_source(db: SourceDatabase, options: IngestOptions,
         current = await db.publication(options.publication_name)
     _report_unmanaged(current, refused, options)
     details = current.details if current is not None else {}
+    schemas, row_filters = _as_published(catalog, current, served)
     max_payload = await message_limit.max_payload() if message_limit is not None else 0
     return PreparedSource(
-        schemas={t: _published_schema(catalog[t], details.get(t)) for t in served},
-        row_filters={t: details[t].row_filter for t in served if t in details and details[t].row_filter},
+        schemas=schemas, row_filters=row_filters,
         fingerprints=tuple(sorted(details[t].fingerprint if t in details else str(t) for t in served)),
         slot=slot, keyless=tuple(t for t in refused if not catalog[t].has_usable_key), tables=served,
         refused=refused, limits=MessageLimits(options.max_batch_bytes, max_payload))
@@ -87,16 +86,17 @@ async def describe_published(db: SourceDatabase, options: IngestOptions,
     """Schemas and row filters of some configured tables as published now (for a re-baseline)."""
     schemas = await db.describe_tables(tables)
     check_tables_exist(tables, schemas, "the source database")
-    current = await db.publication(options.publication_name)
-    details = current.details if current is not None else {}
-    return ({t: _published_schema(schemas[t], details.get(t)) for t in tables},
-            {t: details[t].row_filter for t in tables if t in details and details[t].row_filter})
+    return _as_published(schemas, await db.publication(options.publication_name), tables)
 
 
-def _published_schema(schema: TableSchema, published: PublishedTable | None) -> TableSchema:
-    if published is None or not published.has_column_list:
-        return schema
-    return restrict_columns(schema, published.columns)
+def _as_published(catalog: Mapping[TableId, TableSchema], publication: PublicationState | None,
+                  tables: Sequence[TableId]) -> tuple[dict[TableId, TableSchema], dict[TableId, str]]:
+    """The tables' schemas restricted to their published columns (a column list), and their row filters."""
+    details = publication.details if publication is not None else {}
+    published = {t: details.get(t) for t in tables}
+    return ({t: restrict_columns(catalog[t], p.columns) if p and p.has_column_list else catalog[t]
+             for t, p in published.items()},
+            {t: p.row_filter for t, p in published.items() if p and p.row_filter})
 
 
 def _report_refused(refused: Mapping[TableId, str], options: IngestOptions) -> None:

@@ -53,7 +53,7 @@ class SpillingSpool:
         self._file_count += 1
 
     def rollback_to(self, subxid: int) -> None:
-        if self._first_in_memory(subxid):
+        if subxid in self._memory._first:  # noqa: SLF001 - the two spool halves share one bookkeeping
             if self._file is not None:
                 self._truncate_file(0)  # it began in memory: everything spilled came after it
             self._memory.rollback_to(subxid)
@@ -78,9 +78,6 @@ class SpillingSpool:
     def _open_file(self) -> IO[bytes]:
         self._file = tempfile.TemporaryFile(prefix="laredo-ingest-txn-", dir=self._spill_dir)
         return self._file
-
-    def _first_in_memory(self, subxid: int) -> bool:
-        return subxid in self._memory._first  # noqa: SLF001 - the two spool halves share one bookkeeping
 
     def _truncate_file(self, offset: int) -> None:
         assert self._file is not None

@@ -12,7 +12,7 @@ baseline; BASELINE_END counts the rows published on the table's subject.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 
 from laredo_kernel.changes import Action, BatchKind
 from laredo_kernel.position import BASELINE_ORDINAL_BASE
@@ -27,9 +27,18 @@ def make_baseline_id(snapshot_lsn: int, start_unix_ms: int) -> str:
     return f"{snapshot_lsn:X}-{start_unix_ms}"
 
 
-def copy_chunk_full(rows: int, size: int, chunk_rows: int, chunk_bytes: int) -> bool:
-    """Whether a chunk of copied rows (`size` bytes of tuples) is full: by rows, or by bytes when bounded."""
-    return rows >= chunk_rows or 0 < chunk_bytes <= size
+async def chunk_tuples(tuples: AsyncIterable[bytes], chunk_rows: int, chunk_bytes: int) -> AsyncIterator[list[bytes]]:
+    """Copied rows in chunks of up to chunk_rows; a chunk also ends once its tuples reach chunk_bytes (0: no bound)."""
+    chunk: list[bytes] = []
+    size = 0
+    async for t in tuples:
+        chunk.append(t)
+        size += len(t)
+        if len(chunk) >= chunk_rows or 0 < chunk_bytes <= size:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
 
 
 class BaselineBatches:

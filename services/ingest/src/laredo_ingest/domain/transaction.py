@@ -143,7 +143,9 @@ class TransactionAssembler:
         return NO_BATCHES
 
     def _commit(self, msg: Commit) -> Sequence[OutboundBatch]:
-        txn = self._require_txn("Commit")
+        txn = self._txn
+        if txn is None:
+            raise ProtocolError("Commit without a preceding Begin")
         if msg.commit_lsn != txn.commit_lsn:
             raise ProtocolError(f"Commit at {msg.commit_lsn:#x} does not match Begin's {txn.commit_lsn:#x}")
         self._txn = None
@@ -288,8 +290,3 @@ class TransactionAssembler:
             last_chunk=last_chunk,
             changes=chunk.changes,
         )
-
-    def _require_txn(self, what: str) -> _Transaction:
-        if self._txn is None:
-            raise ProtocolError(f"{what} without a preceding Begin")
-        return self._txn
