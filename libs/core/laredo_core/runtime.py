@@ -104,7 +104,10 @@ async def cancel(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
     while pending:
         for task in pending:
             task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_AFTER)
+        done, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_AFTER)
+        for task in done:
+            if not task.cancelled():
+                task.exception()  # read, so asyncio does not report it again as never retrieved
         if pending:
             log.warning("%d task(s) still running after being cancelled (%s); cancelling again", len(pending),
                         ", ".join(sorted(t.get_name() for t in pending)))

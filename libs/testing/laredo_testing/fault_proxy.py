@@ -19,6 +19,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from laredo_core.runtime import cancel
+
 __all__ = ["FaultProxy"]
 
 logger = logging.getLogger(__name__)
@@ -151,9 +153,7 @@ class FaultProxy:
         for link in links:
             link.abort()
         for link in links:
-            for task in link.tasks:
-                task.cancel()
-            await asyncio.gather(*link.tasks, return_exceptions=True)
+            await cancel(link.tasks)
         return len(links)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

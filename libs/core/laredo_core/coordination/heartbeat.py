@@ -21,6 +21,7 @@ from laredo_core.coordination.ports import CoordinationStore, CoordinationUnavai
 from laredo_core.coordination.records import check_name, to_json
 from laredo_core.coordination.status_reports import instance_status_event
 from laredo_core.redaction import scrub_tree
+from laredo_core.runtime import cancel
 
 __all__ = ["InstanceHeartbeat", "LeaderLease", "OUTAGE_RETRY", "POKE_BACKLOG"]
 
@@ -135,9 +136,7 @@ class InstanceHeartbeat:
         the entry then expires after its ttl."""
         poker, self._poker = self._poker, None
         self._poked.clear()
-        if poker is not None and not poker.done():
-            poker.cancel()
-            await asyncio.gather(poker, return_exceptions=True)
+        await cancel([poker])
         try:
             await self._store.deregister(self.service, self.instance_id)
         except CoordinationUnavailable as exc:

@@ -9,6 +9,7 @@ import logging
 
 from laredo_core.coordination.outage import OutageLog
 from laredo_core.coordination.ports import CoordinationStore, CoordinationUnavailable
+from laredo_core.runtime import cancel
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +92,7 @@ class LeaderLease:
 
     async def _stop_renewing(self) -> None:
         task, self._renewal = self._renewal, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await cancel([task])
 
     async def _keep_renewing(self) -> None:
         loop = asyncio.get_running_loop()

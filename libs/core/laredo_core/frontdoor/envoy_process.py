@@ -26,6 +26,7 @@ from laredo_kernel.errors import LaredoError
 from laredo_core.frontdoor.door_log import DoorLog
 from laredo_core.frontdoor.envoy_config import Upstream, bootstrap
 from laredo_core.frontdoor.settings import FrontDoorSettings
+from laredo_core.runtime import cancel
 from laredo_core.subprocesses import tied_to_parent
 
 log = logging.getLogger(__name__)
@@ -187,10 +188,7 @@ class EnvoyFrontDoor:
     async def stop(self) -> None:
         """Stop Envoy (SIGTERM, then SIGKILL after 5s) and remove its directory."""
         self._stopping = True
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        await cancel([self._watch])
         await self._terminate()
         shutil.rmtree(self.directory, ignore_errors=True)
 

@@ -10,6 +10,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 
+from laredo_core.runtime import cancel
 from laredo_core.stream.nats_servers import NatsServers
 from laredo_core.tls import client_ssl_context
 
@@ -59,9 +60,7 @@ async def _connect_or_tls_failure(servers: Sequence[str], without_client_cert: b
     try:
         await asyncio.wait((connecting, failed), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if not connecting.done():
-            connecting.cancel()
-            await asyncio.gather(connecting, return_exceptions=True)
+        await cancel([connecting])  # nats.connect awaits with wait_for, which can lose a cancellation
     if failed.done() and (connecting.cancelled() or connecting.exception() is not None):
         exc = failed.result()
         raise NatsTlsFailed(f"TLS with NATS at {', '.join(servers)} failed: {exc}; check stream.tls (ca: the CA that "

@@ -13,7 +13,9 @@ FORBIDDEN_LIBRARIES = {"grpc", "google", "nats", "redis", "psycopg", "minio", "p
 PURE_CORE = {"laredo_kernel.position", "laredo_kernel.tuples", "laredo_kernel.pgtext", "laredo_kernel.jsonvalue",
              "laredo_kernel.changes", "laredo_kernel.errors", "laredo_core.stream.naming",
              # the coordination port and its store-agnostic loops (no Redis import)
-             "laredo_core.coordination.ports", "laredo_core.coordination.heartbeat"}
+             "laredo_core.coordination.ports", "laredo_core.coordination.heartbeat",
+             # cancelling background tasks (asyncio only)
+             "laredo_core.runtime"}
 INNER = sorted([*(PACKAGE / "domain").glob("*.py"), PACKAGE / "ports.py", *(PACKAGE / "application").glob("*.py")])
 LAYER_ORDER = {"domain": 0, "ports": 1, "application": 2}
 

@@ -27,6 +27,7 @@ from laredo_fanout.application.send_buffer import Outgoing, SendBuffer
 from laredo_fanout.application.session_producer import SessionProducer, SnapshotCopy
 from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.domain.errors import InstanceBehind, TargetDrained
+from laredo_core.runtime import cancel
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.journal import position_reached
 from laredo_fanout.domain.subscription_filter import FieldPredicate, SubscriptionFilter
@@ -110,9 +111,7 @@ class SyncSession:
                 log.info("%s: drain deadline passed; ending the stream of client %s", self._replica.table,
                          self.client_id)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)  # the first failure, raised above, is the one
+            await cancel(tasks)  # the first failure, raised above, is the one
 
     async def _deliver(self, client: ConnectedClient, buffer: SendBuffer, write: WriteMessage) -> None:
         table, client_id, observer = self._replica.table, self.client_id, self._observer

@@ -54,6 +54,7 @@ from laredo_core.stream.naming import (
     HEADER_TABLE,
     epoch_msg_id,
 )
+from laredo_core.runtime import cancel
 
 from laredo_ingest.adapters.batch_encoding import encode_batch
 from laredo_ingest.adapters.keyless_dead_letters import KeylessDeadLetters
@@ -245,9 +246,7 @@ class NatsChangePublisher:
         return self._idle.is_set()
 
     async def close(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            await asyncio.gather(self._watchdog, return_exceptions=True)
+        await cancel([self._watchdog])
         self._fail_all("the publisher closed")
         if self._subscription is not None:
             with contextlib.suppress(nats.errors.Error):

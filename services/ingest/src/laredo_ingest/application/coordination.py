@@ -34,6 +34,7 @@ from laredo_core.coordination.ports import (
     CoordinationStore,
     CoordinationUnavailable,
 )
+from laredo_core.runtime import cancel
 from laredo_kernel.errors import LaredoError
 
 from laredo_ingest.application.control import IngestControl
@@ -89,8 +90,7 @@ class IngestCoordinator:
         finally:
             if beating is not None:
                 self._status.on_change = None
-                beating.cancel()
-                await asyncio.gather(beating, return_exceptions=True)
+                await cancel([beating])
                 await heartbeat.deregister()
 
     async def _lead_when_elected(self, stop: asyncio.Event, run_service: RunService) -> None:
@@ -111,8 +111,7 @@ class IngestCoordinator:
             try:
                 await self._with_commands(leader_stop, run_service)
             finally:
-                watch.cancel()
-                await asyncio.gather(watch, return_exceptions=True)
+                await cancel([watch])
                 self._status.is_leader = False
                 self._control.abandon("this instance is no longer the leader")
                 await lease.release()
@@ -130,8 +129,7 @@ class IngestCoordinator:
         try:
             await run_service(stop)
         finally:
-            consumer.cancel()
-            await asyncio.gather(consumer, return_exceptions=True)
+            await cancel([consumer])
 
     async def _consume_commands(self) -> None:
         subscription = self._store.commands(self.target, self._instance_id)

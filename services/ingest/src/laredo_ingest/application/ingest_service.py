@@ -17,6 +17,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from laredo_core.runtime import cancel
 from laredo_kernel.errors import LaredoError
 from laredo_kernel.position import format_lsn
 
@@ -246,10 +247,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> 
     try:
         await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        stopped.cancel()
-        if not task.done():
-            task.cancel()
-        await asyncio.gather(task, stopped, return_exceptions=True)
+        await cancel((task, stopped))  # a finished task is left as it is
     return None if task.cancelled() else task.result()
 
 

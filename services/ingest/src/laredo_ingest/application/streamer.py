@@ -21,6 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from laredo_core.runtime import cancel
 from laredo_kernel.changes import TableId
 from laredo_kernel.errors import LaredoError
 from laredo_kernel.position import format_lsn
@@ -85,9 +86,7 @@ class StreamingSession:
             await self._stream_until(stop, loops)
             await self._finish()
         finally:
-            for task in loops:
-                task.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
+            await cancel(loops)
 
     async def _stream_until(self, stop: asyncio.Event, loops: list[asyncio.Task[None]]) -> None:
         reader = asyncio.create_task(self._read_loop(), name="ingest-read")
@@ -101,9 +100,7 @@ class StreamingSession:
             if self._publisher.failure is not None:
                 raise self._publisher.failure
         finally:
-            for task in (reader, stopped, failed):
-                task.cancel()
-            await asyncio.gather(reader, stopped, failed, return_exceptions=True)
+            await cancel((reader, stopped, failed))
 
     async def _finish(self) -> None:
         with contextlib.suppress(Exception):

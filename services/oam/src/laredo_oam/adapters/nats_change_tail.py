@@ -35,6 +35,7 @@ from laredo_kernel.position import Position
 from laredo_core.stream import naming
 from laredo_core.stream.nats_connect import connect_nats
 from laredo_core.stream.nats_servers import NatsServers
+from laredo_core.runtime import cancel
 
 from laredo_oam.domain.watch import ObservedChange
 from laredo_oam.ports import ChangeSink, TailTopic
@@ -101,9 +102,7 @@ class NatsChangeTail:
                                                            name=f"oam-tail:{topic.source_id}:{topic.table or '*'}")
                 await self._changed.wait()
         finally:
-            for task in consumers.values():
-                task.cancel()
-            await asyncio.gather(*consumers.values(), return_exceptions=True)
+            await cancel(consumers.values())
             await nc.close()
 
     async def _connect(self) -> NatsClient:

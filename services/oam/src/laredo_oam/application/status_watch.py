@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 
+from laredo_core.runtime import cancel
 from laredo_kernel.changes import TableId
 
 from laredo_oam.application.instance_tracker import InstanceTracker
@@ -167,9 +168,7 @@ class StatusWatch:
         task, self._task, self._tracker = self._task, None, None
         if self._tail is not None:
             self._tail.follow(frozenset())
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await cancel([task])
 
     async def _run(self, tracker: InstanceTracker) -> None:
         async with asyncio.TaskGroup() as group:
