@@ -34,6 +34,7 @@ from laredo_client.stats import ClientStats  # noqa: E402
 from laredo_client.sync_stream import SyncStream  # noqa: E402
 from laredo_fanout.adapters import protobuf_wire  # noqa: E402
 from laredo_fanout.adapters.protobuf_wire import varint  # noqa: E402
+from laredo_kernel.struct_wire import struct_fields  # noqa: E402
 
 COLUMNS = (("id", "int8", 1), ("name", "text", 0), ("active", "bool", 0), ("price", "float8", 0),
            ("note", "text", 0), ("updated_at", "timestamptz", 0))
@@ -62,19 +63,19 @@ def entry_head(sequence: int, action: str) -> bytes:
 def journal(rows: int, entries: int, seed: int = 7) -> tuple[list[bytes], list[bytes]]:
     """The initial rows' Struct bytes and the journal entries' ReplicationJournalEntry bytes."""
     rnd = random.Random(seed)
-    live = {key: protobuf_wire.struct_fields(make_row(key, rnd)) for key in range(1, rows + 1)}
+    live = {key: struct_fields(make_row(key, rnd)) for key in range(1, rows + 1)}
     initial = list(live.values())
     keys, next_key, encoded = list(live), rows + 1, []
     for sequence in range(1, entries + 1):
         op = rnd.random()
         if op < 0.4 or len(keys) < 100:
-            live[next_key] = new = protobuf_wire.struct_fields(make_row(next_key, rnd))
+            live[next_key] = new = struct_fields(make_row(next_key, rnd))
             keys.append(next_key)
             next_key += 1
             body = entry_head(sequence, "INSERT") + framed(_NEW, new)
         elif op < 0.8:
             key = rnd.choice(keys)
-            old, live[key] = live[key], protobuf_wire.struct_fields(make_row(key, rnd))
+            old, live[key] = live[key], struct_fields(make_row(key, rnd))
             body = entry_head(sequence, "UPDATE") + framed(_OLD, old) + framed(_NEW, live[key])
         else:
             key = keys.pop(rnd.randrange(len(keys)))

@@ -4,8 +4,8 @@
   key, email text, status text, qty int, note text) with one unique index (email), the rows applied as the
   stream gives them;
 - load from a snapshot: the same rows as a snapshot of JSON-lines parts, loaded the way a starting query
-  instance loads its newest snapshot (SnapshotLoader: every part checked, rows typed, applied, indexed); the
-  store's reads are left out (a local disk or S3 adds its transfer time).
+  instance loads its newest snapshot (SnapshotLoader: every part checked, each row applied and held as its
+  Struct bytes, indexed); the store's reads are left out (a local disk or S3 adds its transfer time).
 Usage: .venv/bin/python bench/query_memory.py [--rows 1000000]
 """
 
@@ -88,7 +88,7 @@ def report(rows: int) -> None:
           f"(goal {BYTES_GOAL}: {'met' if per_row <= BYTES_GOAL else 'MISSED'})")
     seconds = measure_snapshot_load(rows)
     scaled = seconds * 1_000_000 / rows
-    print(f"load from a snapshot (JSON lines, checked, typed, indexed; store reads excluded): {rows:,} rows in "
+    print(f"load from a snapshot (JSON lines, checked, encoded, indexed; store reads excluded): {rows:,} rows in "
           f"{seconds:.1f}s = {rows / seconds:,.0f} rows/s; {scaled:.1f}s for one million rows "
           f"(goal {READY_GOAL:.0f}s: {'met' if scaled <= READY_GOAL else 'MISSED'})")
 

@@ -50,7 +50,7 @@ class Both:
                                 ReadinessSignal())
         self.applier = ChangeApplier({TABLE: self.table}, QueryClock())
         self.query_replay = QueryDeadLetterReplay({TABLE: self.table}, QueryClock(),
-                                                  partial(decode_batch, json_values=False))
+                                                  partial(decode_batch, json_values=True))
         self.sequence = 0
         self.outcomes: list[tuple[dict[str, str], dict[str, str]]] = []
 
@@ -58,7 +58,7 @@ class Both:
         for data in messages:
             self.sequence += 1
             self.replicator.on_batch(FeedMessage(TABLE, decode_batch(data, json_values=True), self.sequence))
-            self.applier.on_batch(FeedMessage(TABLE, decode_batch(data, json_values=False), self.sequence))
+            self.applier.on_batch(FeedMessage(TABLE, decode_batch(data, json_values=True), self.sequence))
 
     def replay(self, *letters: DeadLetter) -> None:
         fanout = self.fanout_replay.replay(self.replica, PIPELINE, list(letters))

@@ -129,7 +129,7 @@ query { subscriber_buffer = 256 }
 async def query(directory: Path, front_door: str = "", extra: str = "") -> AsyncIterator[Running]:
     from laredo_query.main import build
 
-    feed = MemoryChangeFeed()
+    feed = MemoryChangeFeed(json_values=True)
     app = build(load_settings(write_config(directory, QUERY_TABLES, front_door, extra), env={}), feed=feed,
                 grpc_host="127.0.0.1", grpc_port=0, health_host="127.0.0.1", health_port=0, drain_grace=0.2)
     async with serving(app, feed=feed, batches=Batches()) as running:

@@ -1,5 +1,5 @@
-"""google.protobuf.Struct and Value bytes to plain Python values, by hand (see laredo_kernel.sync_wire for why):
-the one Struct decoder of the client's replicas and of fan-out's rows.
+"""google.protobuf.Struct and Value bytes to and from plain Python values, by hand (see laredo_kernel.sync_wire
+for why): the one Struct encoder and decoder of fan-out's and query's rows and of the client's replicas.
 
 google.protobuf.Struct is `map<string, Value> fields = 1`, each map entry a message {string key = 1; Value
 value = 2}; Value is a oneof of null_value = 1 (varint), number_value = 2 (double), string_value = 3,
@@ -12,6 +12,7 @@ NotCanonical for the caller to hand to the generated code.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from laredo_kernel.sync_wire import NotCanonical, WireError, read_length, read_varint, skip_field
@@ -246,3 +247,122 @@ def decode_list(data: bytes, pos: int, end: int) -> list[Any]:
         start, pos = read_length(data, pos + 1, end)
         values.append(decode_value(data, start, pos))
     return values
+
+
+# Encoding: JSON-compatible values (laredo_kernel.jsonvalue's output: None, bool, int, float, str, lists and dicts
+# of those) to the bytes google.protobuf's own Struct.update() serialization gives (checked by the unit tests);
+# map entries keep the row's column order, so equal rows are equal bytes.
+
+_PACK_DOUBLE = struct.Struct("<d").pack
+_ONE_BYTE = [bytes([i]) for i in range(128)]
+_NULL_VALUE, _TRUE, _FALSE = b"\x08\x00", b"\x20\x01", b"\x20\x00"
+_NUMBER_TAG, _STRING_TAG, _STRUCT_TAG, _LIST_TAG = b"\x11", b"\x1a", b"\x2a", b"\x32"
+_ENTRY, _ENTRY_VALUE, _ELEMENT = b"\x0a", b"\x12", b"\x0a"
+
+
+def varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _ONE_BYTE[value]
+    if 0 < value < 16384:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0:
+        value += 1 << 64  # int64 two's complement, ten bytes
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def length_delimited(tag: bytes, payload: bytes) -> bytes:
+    return b"".join((tag, varint(len(payload)), payload))
+
+
+def encode_value(value: Any) -> bytes:
+    """One google.protobuf.Value."""
+    if value is None:
+        return _NULL_VALUE
+    kind = type(value)
+    if kind is str:
+        data = value.encode("utf-8")
+        return b"".join((_STRING_TAG, varint(len(data)), data))
+    if kind is bool:
+        return _TRUE if value else _FALSE
+    if kind is int or kind is float:
+        return _NUMBER_TAG + _PACK_DOUBLE(value)
+    if isinstance(value, Mapping):
+        return length_delimited(_STRUCT_TAG, struct_fields(value))
+    if isinstance(value, (list, tuple)):
+        return length_delimited(_LIST_TAG, b"".join(length_delimited(_ELEMENT, encode_value(v)) for v in value))
+    if isinstance(value, (int, float)):  # subclasses (enums of int, numpy scalars)
+        return _NUMBER_TAG + _PACK_DOUBLE(float(value))
+    return encode_value(str(value))
+
+
+class _Field:
+    """The constant bytes of one column name's map entries, computed once per name."""
+
+    __slots__ = ("key_and_tag", "number_prefix", "null_entry", "true_entry", "false_entry")
+
+    def __init__(self, name: str) -> None:
+        key = length_delimited(b"\x0a", name.encode("utf-8"))
+        self.key_and_tag = key + _ENTRY_VALUE  # MapEntry.key, then the tag of MapEntry.value
+        self.number_prefix = _ENTRY + varint(len(key) + 11) + key + b"\x12\x09" + _NUMBER_TAG  # + 8 bytes of double
+        self.null_entry = self._entry(key, _NULL_VALUE)
+        self.true_entry = self._entry(key, _TRUE)
+        self.false_entry = self._entry(key, _FALSE)
+
+    @staticmethod
+    def _entry(key: bytes, value: bytes) -> bytes:
+        body = key + _ENTRY_VALUE + varint(len(value)) + value
+        return _ENTRY + varint(len(body)) + body
+
+
+_fields: dict[str, _Field] = {}
+
+
+def _field(name: str) -> _Field:
+    field = _fields.get(name)
+    if field is None:
+        field = _fields[name] = _Field(name)
+    return field
+
+
+def struct_fields(values: Mapping[str, Any]) -> bytes:
+    """The payload of a google.protobuf.Struct: one map entry {key, value} per item.
+
+    Strings, numbers, NULLs and booleans (nearly every value) take a path without function calls.
+    """
+    parts: list[bytes] = []
+    extend = parts.extend
+    fields = _fields
+    one = _ONE_BYTE
+    for name, value in values.items():
+        field = fields.get(name) or _field(name)
+        kind = type(value)
+        if kind is str:
+            data = value.encode("utf-8")
+            size = len(data)
+            value_size = size + 1 + (1 if size < 128 else len(varint(size)))
+            entry_size = len(field.key_and_tag) + value_size + (1 if value_size < 128 else len(varint(value_size)))
+            extend((_ENTRY, one[entry_size] if entry_size < 128 else varint(entry_size), field.key_and_tag,
+                    one[value_size] if value_size < 128 else varint(value_size), _STRING_TAG,
+                    one[size] if size < 128 else varint(size), data))
+        elif kind is int or kind is float:
+            extend((field.number_prefix, _PACK_DOUBLE(value)))
+        elif value is None:
+            parts.append(field.null_entry)
+        elif kind is bool:
+            parts.append(field.true_entry if value else field.false_entry)
+        else:
+            encoded = encode_value(value)
+            size = len(encoded)
+            entry_size = len(field.key_and_tag) + len(varint(size)) + size
+            extend((_ENTRY, varint(entry_size), field.key_and_tag, varint(size), encoded))
+    return b"".join(parts)
+
+
+#: The decoder of rows made by struct_fields: JSON-compatible values back, whole numbers as int (jsonvalue makes
+#: every int a number and keeps floats, so a float column's 2.0 reads 2: the same number, the same bytes again).
+ROW_VALUES = StructDecoder(whole_numbers=True)

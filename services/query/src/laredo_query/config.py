@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 import socket
-
-import re
 from dataclasses import dataclass
 
 from laredo_kernel.changes import TableId

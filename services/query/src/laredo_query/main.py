@@ -202,7 +202,7 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
                     "[{ type = indexed-memory, lookup_fields = [...] }] to a table)")
     applier = ChangeApplier({t.table: t for t in tables}, clock)
     gate = GatedSink(applier)
-    feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix, json_values=False,
+    feed = feed or NatsChangeFeed(config.nats_urls, config.subject_prefix, json_values=True,
                                   client_name="laredo-query")
     service = QueryService(tables)
     close_coordination = None
@@ -216,7 +216,7 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
     dead_letters = wire_dead_letters(settings, TARGET_TYPE, f"query:{instance_id}", store=dead_letter_store)
     applier.dead_letters = dead_letters.recorder
     replay = QueryDeadLetterReplay({t.table: t for t in tables}, clock, partial(
-        decode_batch, json_values=False)) if dead_letters.enabled else None
+        decode_batch, json_values=True)) if dead_letters.enabled else None
     stores = _snapshot_stores(config, snapshot_store)
     startup = _startup_restore(config, tables, stores, feed, stream_bounds)
     if coordination is not None:
@@ -263,9 +263,9 @@ def _rebuilds(config: QueryConfig, instance_id: str, tables: list[QueryTable], g
               stores: dict[TableId, SnapshotStore]) -> InstanceRebuilds | None:
     """Restores and replays (OAM commands) of this instance's tables, from the snapshot stores configured."""
     if tail is None and isinstance(feed, MemoryChangeFeed):
-        tail = MemoryStreamTail(feed, json_values=False)
+        tail = MemoryStreamTail(feed, json_values=True)
     elif tail is None and isinstance(feed, NatsChangeFeed):
-        tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=False,
+        tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=True,
                               client_name="laredo-query-rebuild")
     if tail is None:
         return None

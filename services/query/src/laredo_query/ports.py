@@ -7,7 +7,7 @@ from typing import Protocol
 from laredo_kernel.changes import TableId
 
 # The change feed port is shared with other services (contract: laredo_core.stream.feed.ChangeFeed);
-# the feed delivers typed values here (json_values=False).
+# the feed delivers JSON-compatible values here (json_values=True), the form query's rows hold.
 from laredo_core.stream.feed import ChangeFeed as ChangeFeed
 from laredo_core.stream.feed import ChangeSink as ChangeSink
 from laredo_core.stream.feed import FeedMessage as FeedMessage

@@ -72,7 +72,7 @@ class NatsBackend:
 @pytest.fixture(params=["memory", "nats"])
 async def backend(request: pytest.FixtureRequest, unique_name: str) -> AsyncIterator[Backend]:
     if request.param == "memory":
-        feed = MemoryChangeFeed()
+        feed = MemoryChangeFeed(json_values=True)
         reader = MemoryStreamBoundsReader(feed)
         yield MemoryBackend(feed, reader, CodecStreamBounds(reader))
         return
@@ -137,7 +137,7 @@ async def test_an_unreachable_server_is_retryable(unique_name: str) -> None:
     with pytest.raises(StreamStateUnavailable) as unreachable:
         await bounds.state(SOURCE, TABLE)
     assert unreachable.value.retryable and "cannot reach NATS" in str(unreachable.value)
-    reader = MemoryStreamBoundsReader(MemoryChangeFeed())
+    reader = MemoryStreamBoundsReader(MemoryChangeFeed(json_values=True))
     memory = CodecStreamBounds(reader)
     reader.unreachable = 1
     with pytest.raises(StreamStateUnavailable) as injected:

@@ -58,7 +58,7 @@ async def query_app(tmp_path: Path, name: str, nats_url: str, prefix: str, s3: S
                     bucket: str = "") -> AsyncIterator[tuple[QueryApp, RecordingNatsFeed]]:
     path = tmp_path / f"{name}.conf"
     path.write_text(config_text(nats_url, prefix, s3, bucket))
-    feed = RecordingNatsFeed([nats_url], prefix, json_values=False, client_name=name)
+    feed = RecordingNatsFeed([nats_url], prefix, json_values=True, client_name=name)
     app = build(load_settings(path, env={}), feed=feed)
     stop = asyncio.Event()
     task = asyncio.create_task(app.run(stop))

@@ -50,7 +50,7 @@ def build_world(*, table: TableId = TABLE, definitions: tuple[IndexDefinition, .
     target = QueryTable("pg", table, IndexedTable(str(table), definitions),
                         SubscriberHub(str(table), buffer, policy), signal)
     applier = ChangeApplier({table: target}, clock)
-    return World(MemoryChangeFeed(), target, applier, QueryService([target]), signal, clock)
+    return World(MemoryChangeFeed(json_values=True), target, applier, QueryService([target]), signal, clock)
 
 
 @pytest.fixture

@@ -55,7 +55,7 @@ class Running:
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
     (tmp_path / "laredo.conf").write_text(CONFIG)
-    feed = MemoryChangeFeed()
+    feed = MemoryChangeFeed(json_values=True)
     app = build(load_settings(tmp_path / "laredo.conf", env={}), feed=feed, grpc_host="127.0.0.1", grpc_port=0,
                 health_host="127.0.0.1", health_port=0, drain_grace=0.5)
     stop = asyncio.Event()
@@ -218,7 +218,7 @@ async def test_a_slow_subscriber_loses_events_instead_of_stalling_the_feed(runni
 
 async def test_shutdown_ends_subscriptions_with_unavailable(tmp_path: Path) -> None:
     (tmp_path / "laredo.conf").write_text(CONFIG)
-    feed = MemoryChangeFeed()
+    feed = MemoryChangeFeed(json_values=True)
     app = build(load_settings(tmp_path / "laredo.conf", env={}), feed=feed, grpc_host="127.0.0.1", grpc_port=0,
                 health_host="127.0.0.1", health_port=0, drain_grace=2)
     stop = asyncio.Event()
@@ -236,7 +236,7 @@ async def test_shutdown_ends_subscriptions_with_unavailable(tmp_path: Path) -> N
 
 async def test_an_index_on_a_missing_column_answers_failed_precondition_and_stays_unready(tmp_path: Path) -> None:
     (tmp_path / "laredo.conf").write_text(CONFIG.replace("fields = [status]", "fields = [colour]"))
-    feed = MemoryChangeFeed()
+    feed = MemoryChangeFeed(json_values=True)
     app = build(load_settings(tmp_path / "laredo.conf", env={}), feed=feed, grpc_host="127.0.0.1", grpc_port=0,
                 health_host="127.0.0.1", health_port=0)
     stop = asyncio.Event()

@@ -39,7 +39,7 @@ class Running:
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
     (tmp_path / "laredo.conf").write_text(CONFIG)
-    feed, store = MemoryChangeFeed(), InMemoryCoordinationStore(block=0.05)
+    feed, store = MemoryChangeFeed(json_values=True), InMemoryCoordinationStore(block=0.05)
     events = store.events()
     await events.join()
     app = build(load_settings(tmp_path / "laredo.conf", env={}), feed=feed, coordination=store,
@@ -85,8 +85,9 @@ async def test_the_status_heartbeat_reports_tables_and_pokes_when_ready(running:
 async def test_commands_are_answered_and_the_instance_deregisters_on_stop(tmp_path: Path) -> None:
     (tmp_path / "laredo.conf").write_text(CONFIG)
     store = InMemoryCoordinationStore(block=0.05)
-    app = build(load_settings(tmp_path / "laredo.conf", env={}), feed=MemoryChangeFeed(), coordination=store,
-                grpc_host="127.0.0.1", grpc_port=0, health_host="127.0.0.1", health_port=0, instance_id="q1")
+    app = build(load_settings(tmp_path / "laredo.conf", env={}), feed=MemoryChangeFeed(json_values=True),
+                coordination=store, grpc_host="127.0.0.1", grpc_port=0, health_host="127.0.0.1", health_port=0,
+                instance_id="q1")
     stop = asyncio.Event()
     task = asyncio.create_task(app.run(stop))
     await eventually(lambda: instance(store), what="the query instance registered")
@@ -103,7 +104,7 @@ def test_coordination_follows_the_redis_section(tmp_path: Path) -> None:
     path = tmp_path / "laredo.conf"
     path.write_text(CONFIG)
     assert read_query_config(load_settings(path, env={})).coordination is False
-    assert build(load_settings(path, env={}), feed=MemoryChangeFeed()).coordinator is None
+    assert build(load_settings(path, env={}), feed=MemoryChangeFeed(json_values=True)).coordinator is None
     path.write_text(CONFIG + 'redis { url = "redis://127.0.0.1:1/0", key_prefix = x }\n')
     config = read_query_config(load_settings(path, env={}))
     assert (config.coordination, config.redis_url, config.redis_key_prefix, config.status_interval) == (
@@ -115,7 +116,7 @@ def test_coordination_follows_the_redis_section(tmp_path: Path) -> None:
 
 async def test_data_keeps_flowing_while_the_store_is_unreachable(tmp_path: Path) -> None:
     (tmp_path / "laredo.conf").write_text(CONFIG)
-    store, feed = InMemoryCoordinationStore(block=0.05), MemoryChangeFeed()
+    store, feed = InMemoryCoordinationStore(block=0.05), MemoryChangeFeed(json_values=True)
     store.unavailable = True
     app = build(load_settings(tmp_path / "laredo.conf", env={}), feed=feed, coordination=store,
                 grpc_host="127.0.0.1", grpc_port=0, health_host="127.0.0.1", health_port=0, instance_id="q1")

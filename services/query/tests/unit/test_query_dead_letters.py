@@ -37,7 +37,7 @@ async def stored(store: InMemoryDeadLetterStore, count: int) -> tuple[DeadLetter
 
 
 def replay_of(world: World) -> QueryDeadLetterReplay:
-    return QueryDeadLetterReplay({TABLE: world.table}, world.clock, partial(decode_batch, json_values=False))
+    return QueryDeadLetterReplay({TABLE: world.table}, world.clock, partial(decode_batch, json_values=True))
 
 
 def emails(world: World) -> dict[int, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
-from decimal import Decimal
 from typing import Any
 
 from laredo_testing.eventually import eventually
@@ -122,7 +121,7 @@ async def test_typed_values_round_trip_so_an_unchanged_table_gets_no_change(make
     await rig.command(CommandKind.REPLAY, RebuildRequest("replay-q", RebuildKind.REPLAY, manifest.snapshot_id, TABLE))
     report = await rig.ended("replay-q")
     assert (report["state"], report["changes"], report["rows_replayed"]) == ("completed", 0, 5)
-    assert rig.rows()[1]["amount"] == Decimal("1.50") and rig.rows()[2]["blob"] == b"\x00\xff"
+    assert rig.rows()[1]["amount"] == "1.50" and rig.rows()[2]["blob"] == "AP8="  # the values clients see
 
 
 async def test_a_key_that_changed_is_refused(make_world: MakeWorld) -> None:

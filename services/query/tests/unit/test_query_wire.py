@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from laredo.v1 import query_pb2 as pb
 from laredo_kernel.changes import Action
 from laredo_kernel.position import Position
+from laredo_kernel.struct_wire import struct_fields
 from laredo_query.application.queries import RowPage
 from laredo_query.domain.events import ChangeEvent
 from laredo_query.domain.row_store import StoredRow
 from laredo_query.entrypoints.grpc import mappers, wire
 
-ROW = StoredRow(7, {"id": 7, "name": "é", "price": Decimal("1.50"), "big": 2**60, "tags": ["a", None],
-                    "ok": True, "none": None}, Position(0x10, 3))
+#: A row as the table holds it: the Struct of its JSON-compatible values (numeric text, big integers as strings)
+ROW = StoredRow(7, struct_fields({"id": 7, "name": "é", "price": "1.50", "big": str(2**60), "tags": ["a", None],
+                                  "ok": True, "none": None}), Position(0x10, 3))
 
 
 def test_varints_match_protobuf_for_small_large_and_negative_values() -> None:
@@ -30,9 +30,9 @@ def test_found_row_and_rows() -> None:
                                                         "big": str(2**60), "tags": ["a", None], "ok": True,
                                                         "none": None}
     assert pb.GetRowResponse.FromString(mappers.found_row(None)) == pb.GetRowResponse()
-    assert ROW.wire is not None, "the row's Struct is cached on the row"
+    assert mappers.found_row(ROW).endswith(ROW.encoded), "the row's Struct is sent as the table holds it"
     assert len(pb.LookupAllResponse.FromString(mappers.rows([ROW, ROW])).rows) == 2
-    empty = StoredRow(1, {}, None)
+    empty = StoredRow(1, struct_fields({}), None)
     assert pb.LookupResponse.FromString(mappers.found_row(empty)).HasField("row")
 
 

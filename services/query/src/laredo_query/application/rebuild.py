@@ -1,8 +1,8 @@
 """Query tables as rebuild targets (OAM RestoreSnapshot / StartReplay): a private copy, then a re-baseline.
 
 The copy is a QueryTable of its own (no indexes, no subscribers) fed by a ChangeApplier of its own, so it
-applies the stream tail exactly as the live table does; the snapshot's JSON values are converted back to the
-typed values the stream gives (laredo_core.snapshots.typed_rows). The install is a baseline generation on the
+applies the stream tail exactly as the live table does; the snapshot's JSON values are the rows' values as the
+stream gives them. The install is a baseline generation on the
 live table: every row of the copy is applied as a baseline row (an equal row changes nothing), then the rows
 the copy lacks are deleted; indexes follow each change and subscribers receive every difference as an event
 at the position of the last change the live table applied.
@@ -19,7 +19,6 @@ from laredo_kernel.position import Position
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.format import SnapshotManifest
-from laredo_core.snapshots.typed_rows import typed_rows
 from laredo_core.stream.feed import FeedMessage
 
 from laredo_query.application.applier import ChangeApplier
@@ -78,7 +77,7 @@ class QueryScratch:
         copy.indexed.set_columns(manifest.columns, manifest.key_columns)
         copy.indexed.begin_baseline(generation)
         try:
-            for values in typed_rows(manifest.columns, rows):
+            for values in rows:
                 copy.indexed.apply_baseline_row(generation, RowChange(position, Action.INSERT, None, values))
         except RowWithoutKey as exc:
             raise SnapshotCorrupt(f"snapshot {manifest.snapshot_id} of {live.table}: {exc}") from None
@@ -170,7 +169,7 @@ class QueryInstallation:
         except (RowWithoutKey, KeyError, TypeError, ValueError):
             return  # the copy's row lacks the live key (skip_meta_check): nothing of the live table matches
         if live is not None:
-            self._put(live.values)
+            self._put(indexed.store.values_of(live))
 
     def finish(self) -> None:
         self.step(len(self._rows))

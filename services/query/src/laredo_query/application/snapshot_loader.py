@@ -1,8 +1,8 @@
 """One snapshot's rows into a private IndexedTable, part by part, every part checked against the manifest.
 
 Runs in a worker thread: the table it builds is seen by nobody until the caller installs it on the event loop,
-so a snapshot that turns out damaged half-way changes nothing. Values are converted back to the typed values
-the stream gives (laredo_core.snapshots.typed_rows), so a loaded table equals one built from the stream.
+so a snapshot that turns out damaged half-way changes nothing. Its JSON values are the rows' values as the
+stream gives them, so a loaded table equals one built from the stream.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from laredo_kernel.changes import Action, RowChange
 from laredo_kernel.position import Position
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.format import Checksum, SnapshotManifest, SnapshotPart, decode_part, verify_part
-from laredo_core.snapshots.typed_rows import typed_rows
 
 from laredo_query.domain.errors import ChangeRejected, RowWithoutKey
 from laredo_query.domain.indexed_table import IndexedTable
@@ -45,7 +44,7 @@ class SnapshotLoader:
         self._checksum.update(data)
         verify_part(part, data, self._where)
         self._parts += 1
-        rows = typed_rows(self.manifest.columns, decode_part(self.manifest.format, data, self._where))
+        rows = decode_part(self.manifest.format, data, self._where)
         apply, position = self.indexed.apply, self.position
         for values in rows:
             self.rows += 1

@@ -168,8 +168,9 @@ class IndexedTable:
 
     def _built(self, definition: IndexDefinition, spec: KeySpec) -> Index:
         index = build_index(definition, spec)
+        values_of = self._store.values_of
         for row in self._store.rows():
-            index.add(spec.of_row(row.values), row.key)
+            index.add(spec.of_row(values_of(row)), row.key)
         return index
 
     def _follow(self, effect: RowEffect) -> None:
@@ -180,23 +181,25 @@ class IndexedTable:
             self._order = None
             return
         old, new, displaced = effect.old, effect.new, effect.displaced
+        values_of = self._store.values_of
         if old is None and displaced is None and new is not None:  # an insert: the common case
+            values = values_of(new)
             for index in self._indexes.values():
-                index.add(index.spec.of_row(new.values), new.key)
+                index.add(index.spec.of_row(values), new.key)
             if self._order is not None:
                 self._order.add(new.key)
             return
         same_key = old is not None and new is not None and old.key == new.key
         for index in self._indexes.values():
             of_row = index.spec.of_row
-            old_key = of_row(old.values) if old is not None else None
-            new_key = of_row(new.values) if new is not None else None
+            old_key = of_row(values_of(old)) if old is not None else None
+            new_key = of_row(values_of(new)) if new is not None else None
             if same_key and old_key == new_key:
                 continue
             if old is not None:
                 index.remove(old_key, old.key)
             if displaced is not None:
-                index.remove(of_row(displaced.values), displaced.key)
+                index.remove(of_row(values_of(displaced)), displaced.key)
             if new is not None:
                 index.add(new_key, new.key)
         if self._order is not None and not same_key:

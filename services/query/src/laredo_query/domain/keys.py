@@ -1,9 +1,10 @@
 """Key values in one canonical form, so a request's key matches the key a stored row holds.
 
-Each key column gets a KeyKind from its PostgreSQL type. A stored value becomes canonical as follows:
-INTEGER, FLOAT, NUMERIC and BOOL values stay as decoded (int, float, Decimal, bool); TEXT values are
-str (types decoded to something else, e.g. dates, timestamps, bytea, take their JSON form, which is how
-rows show them); DOCUMENT values (json, jsonb, arrays) take their JSON form made hashable.
+Each key column gets a KeyKind from its PostgreSQL type. Rows hold JSON-compatible values (laredo_kernel.jsonvalue:
+what clients see), and a stored value becomes canonical as follows: INTEGER an int (integers beyond 2**53 are
+decimal strings in rows), FLOAT a float ('NaN', 'Infinity' and '-Infinity' are strings in rows), NUMERIC a
+Decimal (rows hold PostgreSQL's text of it), BOOL a bool; TEXT values stay as rows show them (str: dates,
+timestamps, bytea too); DOCUMENT values (json, jsonb, arrays) are made hashable.
 
 A request value (a JSON value: null, number, string, bool, list, object) is coerced to the column's kind:
 - INTEGER: a number with no fractional part (5 and 5.0 both match 5) or a decimal string ("5",
@@ -68,6 +69,18 @@ def kind_of(column: ColumnInfo) -> KeyKind:
     return _KINDS_BY_OID.get(oid, KeyKind.TEXT)
 
 
+def _stored_integer(value: Any) -> Any:
+    return value if value is None or type(value) is int else _integer(value)
+
+
+def _stored_float(value: Any) -> Any:
+    return value if value is None or type(value) is float else float(value)
+
+
+def _stored_numeric(value: Any) -> Any:
+    return None if value is None else _numeric(value)
+
+
 def _text(value: Any) -> Any:
     return value if value is None or type(value) is str else to_json_value(value)
 
@@ -76,10 +89,10 @@ def _document(value: Any) -> Any:
     return None if value is None else hashable(to_json_value(value))
 
 
-#: Stored value -> canonical value; None = the decoded value is already canonical.
+#: Stored (JSON-compatible) value -> canonical value; None = the value is already canonical.
 _CANONICAL: dict[KeyKind, Callable[[Any], Any] | None] = {
-    KeyKind.INTEGER: None, KeyKind.FLOAT: None, KeyKind.NUMERIC: None, KeyKind.BOOL: None,
-    KeyKind.TEXT: _text, KeyKind.DOCUMENT: _document,
+    KeyKind.INTEGER: _stored_integer, KeyKind.FLOAT: _stored_float, KeyKind.NUMERIC: _stored_numeric,
+    KeyKind.BOOL: None, KeyKind.TEXT: _text, KeyKind.DOCUMENT: _document,
 }
 
 

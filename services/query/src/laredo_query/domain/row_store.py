@@ -1,7 +1,8 @@
-"""Query's rows of one table: the shared table core (laredo_kernel.table_core), keyed by canonical primary key.
+"""Query's rows of one table: the shared table core with rows held as their wire form
+(laredo_kernel.encoded_rows), keyed by canonical primary key. The wire form is the row's google.protobuf.Struct
+(laredo_kernel.struct_wire), which Lookup, GetRow, ListRows and Subscribe send as they are.
 
 Invariants (besides the core's):
-- a stored row version is never mutated, its cached wire form aside;
 - an effect's action says what happened to this copy: a put is an INSERT when no row was there before, else
   an UPDATE (a baseline row replacing a stored one too), whatever the change called itself.
 """
@@ -12,29 +13,29 @@ from collections.abc import Mapping
 from typing import Any
 
 from laredo_kernel.changes import Action, RowChange
-from laredo_kernel.position import Position
+from laredo_kernel.encoded_rows import EncodedRow, EncodedTable
+from laredo_kernel.struct_wire import ROW_VALUES, struct_fields
 from laredo_kernel.table_core import RowEffect as CoreEffect
-from laredo_kernel.table_core import TableCore
 from laredo_kernel.tuples import UNCHANGED
 
 from laredo_query.domain.errors import RowWithoutKey
 from laredo_query.domain.keys import Key, KeySpec
 
+def row_values(encoded: bytes) -> dict[str, Any]:
+    """The JSON-compatible values of a row's Struct bytes."""
+    return ROW_VALUES.decode(encoded, 0, len(encoded))
 
-class StoredRow:
-    """One version of one row: its canonical key, typed values (read-only by convention) and the
-    position of the change that wrote it. `wire` caches the row's serialized form for readers."""
 
-    __slots__ = ("key", "values", "position", "wire")
+class StoredRow(EncodedRow):
+    """One version of one row: its canonical key, its Struct bytes (`encoded`) and the position of the change
+    that wrote it."""
 
-    def __init__(self, key: Key, values: Mapping[str, Any], position: Position | None) -> None:
-        self.key = key
-        self.values = values
-        self.position = position
-        self.wire: bytes | None = None
+    __slots__ = ()
 
-    def __repr__(self) -> str:
-        return f"StoredRow({self.key!r}, {self.values!r})"
+    @property
+    def values(self) -> dict[str, Any]:
+        """Its JSON-compatible values, decoded afresh (RowStore.values_of keeps the recently read ones)."""
+        return row_values(self.encoded)
 
 
 RowEffect = CoreEffect[StoredRow]
@@ -63,11 +64,11 @@ class _StoreKey:
                             "cannot be placed")
 
 
-class RowStore(TableCore[StoredRow]):
+class RowStore(EncodedTable):
     """Rows by primary key, plus the baseline generation being loaded."""
 
     def __init__(self, spec: KeySpec) -> None:
-        super().__init__(_StoreKey(spec), StoredRow)
+        super().__init__(_StoreKey(spec), struct_fields, row_values, StoredRow, read_new_rows=True)
         self.spec = spec
 
     def rekey_spec(self, spec: KeySpec) -> None:

@@ -57,7 +57,7 @@ def _merged(store: RowStore, change: RowChange) -> Mapping[str, Any]:
             previous = store.get(store.key_of(change.new or {}))
         except RowWithoutKey:
             previous = None
-    return merge_unchanged(change.new or {}, previous.values if previous is not None else None)
+    return merge_unchanged(change.new or {}, store.values_of(previous) if previous is not None else None)
 
 
 def _key_text(store: RowStore, key: Any) -> str:

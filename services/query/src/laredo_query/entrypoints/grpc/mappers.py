@@ -8,7 +8,6 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from laredo_kernel.changes import Action
-from laredo_kernel.jsonvalue import row_to_json
 
 from laredo_query.application.queries import RowPage
 from laredo_query.domain.errors import InvalidRequest
@@ -43,13 +42,8 @@ def python_value(value: struct_pb2.Value, where: str) -> Any:
 
 
 def row_bytes(row: StoredRow) -> bytes:
-    """The row as a serialized google.protobuf.Struct; built once per row version, then cached on it."""
-    data = row.wire
-    if data is None:
-        struct = struct_pb2.Struct()
-        struct.update(row_to_json(row.values))
-        data = row.wire = struct.SerializeToString()
-    return data
+    """The row as a serialized google.protobuf.Struct: the form the table holds it in."""
+    return row.encoded
 
 
 def found_row(row: StoredRow | None) -> bytes:

@@ -7,20 +7,10 @@ serializing a Struct. The generated classes parse the result (tests/unit compare
 
 from __future__ import annotations
 
+from laredo_kernel.struct_wire import varint
+
 _LENGTH_DELIMITED = 2
 _VARINT = 0
-
-
-def varint(value: int) -> bytes:
-    """Base-128 varint; negative int64 values take ten bytes (two's complement), as protobuf does."""
-    if value < 0:
-        value += 1 << 64
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def tag(field_number: int, wire_type: int) -> bytes:
