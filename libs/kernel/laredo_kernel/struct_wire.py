@@ -254,17 +254,21 @@ def decode_list(data: bytes, pos: int, end: int) -> list[Any]:
 # map entries keep the row's column order, so equal rows are equal bytes.
 
 _PACK_DOUBLE = struct.Struct("<d").pack
-_ONE_BYTE = [bytes([i]) for i in range(128)]
+SMALL_VARINTS = _ONE_BYTE = [bytes([i]) for i in range(128)]  # varint(i) for i < 128
 _NULL_VALUE, _TRUE, _FALSE = b"\x08\x00", b"\x20\x01", b"\x20\x00"
 _NUMBER_TAG, _STRING_TAG, _STRUCT_TAG, _LIST_TAG = b"\x11", b"\x1a", b"\x2a", b"\x32"
 _ENTRY, _ENTRY_VALUE, _ELEMENT = b"\x0a", b"\x12", b"\x0a"
 
 
 def varint(value: int) -> bytes:
-    if 0 <= value < 128:
-        return _ONE_BYTE[value]
-    if 0 < value < 16384:
+    """Base-128 varint; a negative int64 takes ten bytes (two's complement), as protobuf writes it."""
+    if value < 128:
+        if value >= 0:
+            return _ONE_BYTE[value]
+    elif value < 16384:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
+    elif value < 2097152:  # journal sequences, row counts
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     if value < 0:
         value += 1 << 64  # int64 two's complement, ten bytes
     out = bytearray()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from laredo_kernel.struct_wire import ROW_VALUES, length_delimited, struct_fields, varint
+from laredo_kernel.struct_wire import ROW_VALUES, SMALL_VARINTS, length_delimited, struct_fields, varint
 from laredo_kernel.sync_wire import JOURNAL_ENTRY, journal_entry, only_field
 from laredo_kernel.sync_wire import snapshot_row as row_span
 
@@ -34,8 +34,8 @@ def journal_entry_head(*, sequence: int, position: str, seconds: int, nanos: int
     text = position.encode("ascii")  # positions are 'X/Y:N' text
     parts = [b"\x08", varint(sequence)] if sequence else []
     if text:
-        parts += (b"\x12", varint(len(text)), text)
-    parts += (b"\x1a", varint(len(stamp)), stamp)  # a Timestamp is at most 22 bytes
+        parts += (b"\x12", SMALL_VARINTS[len(text)] if len(text) < 128 else varint(len(text)), text)
+    parts += (b"\x1a", SMALL_VARINTS[len(stamp)], stamp)  # a Timestamp is at most 22 bytes
     if action:
         parts.append(_ACTIONS.get(action) or length_delimited(b"\x22", action.encode("utf-8")))
     if xid:

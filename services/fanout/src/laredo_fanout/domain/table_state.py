@@ -14,6 +14,7 @@ from typing import Any
 from laredo_kernel.encoded_rows import EncodedRow, EncodedTable, RowDecoder, RowEncoder
 from laredo_kernel.table_core import RowEffect as CoreEffect
 from laredo_kernel.table_core import ColumnsKey, MissingKeyValue
+from laredo_kernel.tuples import UNCHANGED
 
 from laredo_fanout.domain.errors import RowWithoutKey
 
@@ -28,12 +29,18 @@ class _Key(ColumnsKey):
     """The key rule of laredo_kernel.table_core.key_values, a one-column key as the value itself: a 1-tuple per
     row would cost 48 bytes."""
 
-    __slots__ = ()
+    __slots__ = ("_only",)
 
     def __init__(self, fields: tuple[str, ...]) -> None:
         super().__init__(fields, _refused)
+        self._only = fields[0] if len(fields) == 1 else None
 
     def of_row(self, values: Mapping[str, Any]) -> RowKey:
+        only = self._only
+        if only is not None:  # the common case: one key column holding a number or a string
+            value = values.get(only, UNCHANGED)
+            if type(value) is int or type(value) is str:
+                return value
         key = ColumnsKey.of_row(self, values)
         return key[0] if len(key) == 1 else key
 
