@@ -15,7 +15,6 @@ from urllib.parse import urlencode
 
 from laredo_kernel.changes import TableId
 from laredo_core.config.reader import Reader, load_tree
-from laredo_kernel.errors import ConfigError
 from laredo_core.frontdoor.settings import FrontDoorSettings, parse_front_door
 from laredo_core.stream.nats_servers import NatsServers
 from laredo_core.tls import ClientTls, read_client_tls
@@ -311,8 +310,7 @@ def service_reader(options: Mapping[str, Any], path: str, problems: list[str], *
 
 def check_service_section(options: Mapping[str, Any], name: str, *, grpc: bool = True) -> None:
     """Raise ConfigError for unknown keys in a service section that has no keys of its own."""
-    problems: list[str] = []
     known = ENDPOINT_KEYS if grpc else tuple(k for k in ENDPOINT_KEYS if k != "grpc")
-    service_reader(options, name, problems, known=known).check_unknown()
-    if problems:
-        raise ConfigError(problems)
+    reader = service_reader(options, name, [], known=known)
+    reader.check_unknown()
+    reader.raise_if_problems()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -33,8 +32,11 @@ from laredo_core.coordination.records import (
     check_name,
     command_to_json,
     event_to_json,
+    finished_result,
     instance_from_json,
     instance_to_json,
+    new_command,
+    positive_seconds,
     result_from_json,
     result_to_json,
 )
@@ -107,7 +109,7 @@ class InMemoryCoordinationStore:
         check_name("instance id", instance.instance_id)
         stamped = replace(instance, heartbeat_unix_ms=instance.heartbeat_unix_ms or self._now_ms())
         key = (instance.service, instance.instance_id)
-        self._instances[key] = (instance_to_json(stamped), self.clock() + _positive("ttl", ttl))
+        self._instances[key] = (instance_to_json(stamped), self.clock() + positive_seconds("ttl", ttl))
 
     async def deregister(self, service: str, instance_id: str) -> None:
         await self.ensure_reachable()
@@ -128,14 +130,14 @@ class InMemoryCoordinationStore:
         await self.ensure_reachable()
         if self._live_lease(check_name("lease name", name)) not in (None, holder):
             return False
-        self._leases[name] = (check_name("lease holder", holder), self.clock() + _positive("ttl", ttl))
+        self._leases[name] = (check_name("lease holder", holder), self.clock() + positive_seconds("ttl", ttl))
         return True
 
     async def renew_lease(self, name: str, holder: str, ttl: float) -> bool:
         await self.ensure_reachable()
         if self._live_lease(name) != holder:
             return False
-        self._leases[name] = (holder, self.clock() + _positive("ttl", ttl))
+        self._leases[name] = (holder, self.clock() + positive_seconds("ttl", ttl))
         return True
 
     async def release_lease(self, name: str, holder: str) -> None:
@@ -158,10 +160,7 @@ class InMemoryCoordinationStore:
 
     async def send_command(self, target: str, kind: CommandKind, args: Mapping[str, Any] | None = None) -> str:
         await self.ensure_reachable()
-        if not isinstance(kind, CommandKind):
-            raise ValueError(f"command kind {kind!r} is not a CommandKind; use one of {[k.name for k in CommandKind]}")
-        command = Command(uuid.uuid4().hex, check_name("command target", target), kind, dict(args or {}),
-                          self._now_ms())
+        command = new_command(target, kind, args, self._now_ms())
         self._streams.append(target, command_to_json(command), self.stream_maxlen)
         self._notify()
         return command.command_id
@@ -171,11 +170,7 @@ class InMemoryCoordinationStore:
 
     async def complete_command(self, command: Command, result: CommandResult) -> None:
         await self.ensure_reachable()
-        if result.command_id != command.command_id:
-            raise ValueError(f"result for command {result.command_id} given to complete command "
-                             f"{command.command_id}; pass the command's own result")
-        stamped = replace(result, finished_unix_ms=result.finished_unix_ms or self._now_ms())
-        text = result_to_json(stamped)
+        text = result_to_json(finished_result(command, result, self._now_ms()))
         if self._live_result(command.command_id) is None:
             self._results[command.command_id] = (text, self.clock() + self.result_ttl)
         self._ack_one_delivery(command.command_id)
@@ -264,9 +259,3 @@ class InMemoryCoordinationStore:
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
-
-
-def _positive(what: str, seconds: float) -> float:
-    if not seconds > 0:
-        raise ValueError(f"{what} must be a positive number of seconds, got {seconds!r}")
-    return seconds

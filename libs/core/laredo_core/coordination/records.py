@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from laredo_core.coordination.ports import (
@@ -38,12 +40,35 @@ def check_name(what: str, value: str) -> str:
     return value
 
 
+def positive_seconds(what: str, seconds: float) -> float:
+    if not seconds > 0:
+        raise ValueError(f"{what} must be a positive number of seconds, got {seconds!r}")
+    return seconds
+
+
+def new_command(target: str, kind: CommandKind, args: Mapping[str, Any] | None, issued_unix_ms: int) -> Command:
+    """A command to send, under a fresh id; ValueError for a kind that is not a CommandKind or an unusable target."""
+    if not isinstance(kind, CommandKind):
+        raise ValueError(f"command kind {kind!r} is not a CommandKind; use one of {[k.name for k in CommandKind]}")
+    return Command(uuid.uuid4().hex, check_name("command target", target), kind, dict(args or {}), issued_unix_ms)
+
+
+def finished_result(command: Command, result: CommandResult, now_ms: int) -> CommandResult:
+    """`result` stamped with when it finished (unless it says so); ValueError when it is another command's."""
+    if result.command_id != command.command_id:
+        raise ValueError(f"result for command {result.command_id} given to complete command "
+                         f"{command.command_id}; pass the command's own result")
+    return replace(result, finished_unix_ms=result.finished_unix_ms or now_ms)
+
+
+def instance_record(instance: InstanceStatus) -> dict[str, Any]:
+    """The JSON-compatible form a heartbeat stores and an `instance_status` event carries."""
+    return {"service": instance.service, "instance_id": instance.instance_id, "status": dict(instance.status),
+            "heartbeat_unix_ms": instance.heartbeat_unix_ms, "started_unix_ms": instance.started_unix_ms}
+
+
 def instance_to_json(instance: InstanceStatus) -> str:
-    return to_json(f"status of {instance.service} instance {instance.instance_id}", {
-        "service": instance.service, "instance_id": instance.instance_id,
-        "status": dict(instance.status), "heartbeat_unix_ms": instance.heartbeat_unix_ms,
-        "started_unix_ms": instance.started_unix_ms,
-    })
+    return to_json(f"status of {instance.service} instance {instance.instance_id}", instance_record(instance))
 
 
 def instance_from_json(text: str) -> InstanceStatus:

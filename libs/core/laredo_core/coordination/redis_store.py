@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -59,9 +58,12 @@ from laredo_core.coordination.records import (
     check_name,
     command_to_json,
     event_to_json,
+    finished_result,
     instance_from_json,
     instance_to_json,
+    new_command,
     now_unix_ms,
+    positive_seconds,
     result_from_json,
     result_to_json,
 )
@@ -209,10 +211,7 @@ class RedisCoordinationStore:
     # Commands
 
     async def send_command(self, target: str, kind: CommandKind, args: Mapping[str, Any] | None = None) -> str:
-        if not isinstance(kind, CommandKind):
-            raise ValueError(f"command kind {kind!r} is not a CommandKind; use one of {[k.name for k in CommandKind]}")
-        command = Command(uuid.uuid4().hex, check_name("command target", target), kind, dict(args or {}),
-                          now_unix_ms())
+        command = new_command(target, kind, args, now_unix_ms())
         text = command_to_json(command)
         with self.unavailable_as(f"sending {kind.value} to {target!r}"):
             await self.client.xadd(self.key("commands", target), {"command": text},
@@ -223,10 +222,7 @@ class RedisCoordinationStore:
         return RedisCommandSubscription(self, target, consumer, group)
 
     async def complete_command(self, command: Command, result: CommandResult) -> None:
-        if result.command_id != command.command_id:
-            raise ValueError(f"result for command {result.command_id} given to complete command "
-                             f"{command.command_id}; pass the command's own result")
-        text = result_to_json(replace(result, finished_unix_ms=result.finished_unix_ms or now_unix_ms()))
+        text = result_to_json(finished_result(command, result, now_unix_ms()))
         ready_key, millis = self.key("result-ready", command.command_id), _millis("result_ttl", self.result_ttl)
         delivery = next(iter(self._deliveries.get(command.command_id, {})), None)
         with self.unavailable_as(f"completing command {command.command_id}"):
@@ -284,6 +280,4 @@ def _means_unavailable(error: BaseException) -> bool:
 
 
 def _millis(what: str, seconds: float) -> int:
-    if not seconds > 0:
-        raise ValueError(f"{what} must be a positive number of seconds, got {seconds!r}")
-    return max(1, round(seconds * 1000))
+    return max(1, round(positive_seconds(what, seconds) * 1000))

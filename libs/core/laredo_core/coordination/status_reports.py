@@ -19,16 +19,14 @@ from typing import Any
 
 from laredo_kernel.changes import ColumnInfo
 from laredo_core.coordination.ports import Event, InstanceStatus
+from laredo_core.coordination.records import instance_record
 
 INSTANCE_STATUS = "instance_status"
 
 
 def instance_status_event(instance: InstanceStatus) -> Event:
     """The event announcing `instance` as just stored."""
-    return Event(INSTANCE_STATUS, {"service": instance.service, "instance_id": instance.instance_id,
-                                   "status": dict(instance.status),
-                                   "heartbeat_unix_ms": instance.heartbeat_unix_ms,
-                                   "started_unix_ms": instance.started_unix_ms})
+    return Event(INSTANCE_STATUS, instance_record(instance))
 
 
 def instance_from_event(event: Event) -> InstanceStatus | None:

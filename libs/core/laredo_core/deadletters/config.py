@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from laredo_core.config import LaredoSettings
 from laredo_core.config.reader import Reader
-from laredo_kernel.errors import ConfigError
 
 DEFAULT_WRITE_QUEUE = 10_000
 DEFAULT_TIMEOUT = 5.0
@@ -28,8 +27,7 @@ class DeadLetterSettings:
 
 def read_dead_letter_settings(settings: LaredoSettings) -> DeadLetterSettings:
     """The section with every value checked; ConfigError lists all problems, each with its key."""
-    problems: list[str] = []
-    r = Reader(settings.dead_letters, "dead_letters", problems)
+    r = Reader(settings.dead_letters, "dead_letters")
     stream = settings.stream
     config = DeadLetterSettings(
         enabled=r.boolean("enabled", True),
@@ -47,6 +45,5 @@ def read_dead_letter_settings(settings: LaredoSettings) -> DeadLetterSettings:
     if config.max_age < 0:
         r.problem("max_age", f"must be 0 (keep until replayed or purged) or positive, got {config.max_age:g}s")
     r.check_unknown()
-    if problems:
-        raise ConfigError(problems)
+    r.raise_if_problems()
     return config

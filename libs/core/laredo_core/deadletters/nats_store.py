@@ -142,11 +142,7 @@ class NatsDeadLetterStore:
 
     async def count(self, pipeline: PipelineId) -> int:
         subject = pipeline_filter(self._prefix, pipeline)
-
-        async def count(nc: NatsClient, js: JetStreamContext) -> int:
-            return await self._pending(js, subject)
-
-        return await self._call(f"counting the dead letters of {pipeline}", count)
+        return await self._call(f"counting the dead letters of {pipeline}", lambda nc, js: self._pending(js, subject))
 
     async def remove(self, pipeline: PipelineId, letter_ids: Iterable[str]) -> int:
         subjects = [letter_subject(self._prefix, pipeline, i) for i in dict.fromkeys(letter_ids)]
@@ -158,11 +154,7 @@ class NatsDeadLetterStore:
 
     async def purge(self, pipeline: PipelineId) -> int:
         subject = pipeline_filter(self._prefix, pipeline)
-
-        async def purge(nc: NatsClient, js: JetStreamContext) -> int:
-            return await self._purge(nc, subject)
-
-        return await self._call(f"purging the dead letters of {pipeline}", purge)
+        return await self._call(f"purging the dead letters of {pipeline}", lambda nc, js: self._purge(nc, subject))
 
     async def close(self) -> None:
         nc, self._nc = self._nc, None

@@ -28,9 +28,7 @@ class MemoryStreamBoundsReader:
         feed = self._feed
         stream, first, last = f"memory:{source_id}", feed.first_sequence, feed.last_sequence
         stored = feed.stored(table)
-        if not stored:
-            return SubjectBounds(stream, first, last)
-        sequence, data, _ = stored[-1]
+        sequence, data, _ = stored[-1] if stored else (0, b"", {})
         return SubjectBounds(stream, first, last, sequence, data)
 
     async def aclose(self) -> None:
