@@ -29,6 +29,6 @@ from laredo_client.values import Column, Row
 
 __all__ = [
     "BackoffPolicy", "BearerToken", "BlockingLaredoClient", "ClientError", "ClientFailed", "ClientOptions",
-    "ClientStats", "Column", "Filter", "FilterKind", "Index", "LaredoClient", "ProtocolViolation", "Row", "SequenceGapError",
-    "ServerChanged", "StreamObserver", "StreamSilent", "TlsOptions",
+    "ClientStats", "Column", "Filter", "FilterKind", "Index", "LaredoClient", "ProtocolViolation", "Row",
+    "SequenceGapError", "ServerChanged", "StreamObserver", "StreamSilent", "TlsOptions",
 ]

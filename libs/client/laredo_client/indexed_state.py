@@ -169,25 +169,19 @@ class IndexedRows:
     def lookup_all(self, index_name: str, values: Sequence[Any]) -> list[Row]:
         with self.lock:
             index = self._indexes.get(index_name)
-            if index is None and index_name == PRIMARY_LOOKUP:
-                return self._by_key(values)
-            if index is None:
+            if index is None and index_name != PRIMARY_LOOKUP:
                 known = ", ".join(sorted({PRIMARY_LOOKUP, *self._indexes}))
                 raise KeyError(f"no index named {index_name!r}; this client has: {known}")
-            if len(values) != len(index.fields):
-                raise ValueError(f"index {index_name!r} is over {len(index.fields)} field(s) "
-                                 f"{list(index.fields)}; got {len(values)} value(s)")
-            return [self._rows[pk] for pk in index.keys_for(values)]
-
-    def _by_key(self, values: Sequence[Any]) -> list[Row]:
-        """lookup() by primary key: as a unique index would, a NULL in the values matches nothing."""
-        columns = self._key_columns
-        if len(values) != len(columns):
-            raise ValueError(f"index {PRIMARY_LOOKUP!r} is over {len(columns)} field(s) {list(columns)}; "
-                             f"got {len(values)} value(s)")
-        key = tuple(freeze(v) for v in values)
-        row = None if None in key else self._rows.get(key)
-        return [] if row is None else [row]
+            fields = index.fields if index is not None else self._key_columns
+            if len(values) != len(fields):
+                raise ValueError(f"index {index_name!r} is over {len(fields)} field(s) {list(fields)}; "
+                                 f"got {len(values)} value(s)")
+            if index is not None:
+                return [self._rows[pk] for pk in index.keys_for(values)]
+            # lookup() by primary key: as a unique index would, a NULL in the values matches nothing.
+            key = tuple(freeze(v) for v in values)
+            row = None if None in key else self._rows.get(key)
+            return [] if row is None else [row]
 
     def rows(self) -> list[Row]:
         with self.lock:
@@ -200,6 +194,3 @@ class IndexedRows:
 
     def __len__(self) -> int:
         return len(self._rows)
-
-    def __contains__(self, pk: object) -> bool:
-        return pk in self._rows

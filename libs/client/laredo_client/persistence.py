@@ -9,6 +9,7 @@ one, so a crash mid-save leaves the previous snapshot intact. A missing or unusa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -70,16 +71,12 @@ def save_local_snapshot(path: Path, snapshot: LocalSnapshot) -> None:
 
 def _sync_directory(directory: Path) -> None:
     """Make the rename itself durable (best effort: not every platform can open a directory)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def load_local_snapshot(path: Path, *, schema: str, table: str,

@@ -197,7 +197,8 @@ class ReplicationLoop:
                 await old.close()
                 return self._promote(new, old, "the new stream caught up; old stream closed")
             if not (_done(new) or new.go_away.is_set()):
-                self._log_old_end(old)
+                ended = _outcome(old)
+                log.info("%s: draining stream ended (%s)", old.name, "cleanly" if ended is None else _describe(ended))
                 return self._promote(new, old, "the old stream ended first; the new one carries on")
             self._check_fatal(new, _outcome(new))
             log.warning("%s: handoff attempt failed (%s)", new.name,
@@ -214,10 +215,6 @@ class ReplicationLoop:
         self._stats.handoffs += 1
         log.info("%s: handoff from %s complete: %s", new.name, old.name, how)
         return new
-
-    def _log_old_end(self, old: SyncStream) -> None:
-        error = _outcome(old)
-        log.info("%s: draining stream ended (%s)", old.name, "cleanly" if error is None else _describe(error))
 
 
 def _done(stream: SyncStream) -> bool:

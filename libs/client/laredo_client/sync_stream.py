@@ -21,12 +21,10 @@ from laredo_client.credentials import call_metadata
 from laredo_client.errors import ServerChanged, StreamSilent
 from laredo_client.options import ClientOptions
 from laredo_client.stats import ClientStats
-from laredo_client.stream_applier import StreamApplier, mode_name
+from laredo_client.stream_applier import StreamApplier
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-__all__ = ["SYNC_METHOD", "SyncStream", "mode_name"]
 
 SYNC_METHOD = "/laredo.replication.v1.TableSyncReplication/Sync"
 _OWN_CONNECTION = "grpc.use_local_subchannel_pool"

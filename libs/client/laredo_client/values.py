@@ -98,12 +98,8 @@ class RowDecoder:
         """The Struct in data[start:end] with at least the fields `names` (an old row whose key is all that
         is needed): the whole row if these bytes were decoded recently, else just those fields."""
         raw = data[start:end]
-        row = self._recent.get(raw)
-        if row is None:
-            row = self._older.get(raw)
-            if row is None:
-                row = self._decode(raw, names)
-        return row
+        row = self._recent.get(raw) or self._older.get(raw)
+        return row if row is not None else self._decode(raw, names)
 
     def _decode(self, raw: bytes, names: frozenset[str] | None) -> Row:
         structs = self._structs

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 from laredo_testing.eventually import wait_until
-from laredo_testing.databases import create_database, drop_database
-from laredo_testing.postgres import DEFAULT_SETTINGS, StopMode
+from laredo_testing.postgres import DEFAULT_SETTINGS, STOP_SIGNALS, PostgresCommon, StopMode
 from laredo_testing.process import StartedInContext, free_port
 from laredo_testing.servers import S3Endpoint, http_ok, redis_ping
 
@@ -121,7 +120,7 @@ class ContainerServer(StartedInContext):
             self._container = None
 
 
-class PostgresContainerServer(ContainerServer):
+class PostgresContainerServer(PostgresCommon, ContainerServer):
     name = "postgres"
     image = "postgres:15"
     exposed = (5432,)
@@ -153,19 +152,9 @@ class PostgresContainerServer(ContainerServer):
         if self._container is None:
             return
         wrapped: Any = self._container.get_wrapped_container()
-        wrapped.kill(signal={"smart": "SIGTERM", "fast": "SIGINT", "immediate": "SIGQUIT"}[mode])
+        wrapped.kill(signal=STOP_SIGNALS[mode].name)
         wait_until(lambda: wrapped.reload() or wrapped.status == "exited", timeout=30.0,
                    what="postgres container to exit")
-
-    def restart(self, mode: StopMode = "fast") -> None:
-        self.stop(mode)
-        self.start()
-
-    def create_database(self, name: str) -> str:
-        return create_database(self.dsn, name)
-
-    def drop_database(self, name: str, *, timeout: float = 15.0) -> None:
-        drop_database(self.dsn, name, timeout=timeout)
 
 
 class NatsContainerServer(ContainerServer):

@@ -15,7 +15,7 @@ import logging
 import socket
 import struct
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -56,7 +56,6 @@ class FaultProxy:
         self.backends = [backends] if isinstance(backends, str) else list(backends)
         self.in_rotation = set(self.backends)
         self.port = 0
-        self.connections = 0  # accepted so far
         self._turn = itertools.count()
         self._links: set[_Link] = set()
         self._drop_upstream = False
@@ -112,29 +111,23 @@ class FaultProxy:
     def stall(self) -> None:
         """Stop relaying from backends to clients (the clients stop receiving; backends see TCP back-pressure);
         clients' bytes still reach the backends. Connections stay open."""
-        self._loop.call_soon_threadsafe(self._set_flowing, False)
+        self._loop.call_soon_threadsafe(_switch, self._flowing, False)
 
     def resume(self) -> None:
-        self._loop.call_soon_threadsafe(self._set_flowing, True)
+        self._loop.call_soon_threadsafe(_switch, self._flowing, True)
 
     def hold_upstream(self) -> None:
         """Keep what clients send from the backends, in order, until release_upstream(): the server sees those
         writes late, after anything other clients send meanwhile."""
-        self._loop.call_soon_threadsafe(self._set_upstream, False)
+        self._loop.call_soon_threadsafe(_switch, self._upstream_flowing, False)
 
     def release_upstream(self) -> None:
-        self._loop.call_soon_threadsafe(self._set_upstream, True)
+        self._loop.call_soon_threadsafe(_switch, self._upstream_flowing, True)
 
     # -- inside the proxy's loop ----------------------------------------------------------------------------
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)
-
-    def _set_flowing(self, flowing: bool) -> None:
-        _switch(self._flowing, flowing)
-
-    def _set_upstream(self, flowing: bool) -> None:
-        _switch(self._upstream_flowing, flowing)
 
     async def _start(self) -> None:
         self._flowing, self._upstream_flowing = asyncio.Event(), asyncio.Event()
@@ -157,7 +150,6 @@ class FaultProxy:
         return len(links)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
         connected = await self._connect_backend()
         if connected is None:
             writer.transport.abort()
@@ -202,7 +194,8 @@ class FaultProxy:
         except (ConnectionError, OSError):
             pass
         finally:
-            _close_quietly(sink.close)
+            with contextlib.suppress(Exception):
+                sink.close()
             self._links.discard(link)
 
 
@@ -212,8 +205,3 @@ def _switch(event: asyncio.Event | None, on: bool) -> None:
         event.set()
     else:
         event.clear()
-
-
-def _close_quietly(close: Callable[[], None]) -> None:
-    with contextlib.suppress(Exception):
-        close()

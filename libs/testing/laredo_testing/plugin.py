@@ -8,7 +8,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from types import FrameType
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -22,7 +22,7 @@ from laredo_testing.containers import (
     docker_reachable,
 )
 from laredo_testing.nats_cluster import NatsCluster
-from laredo_testing.process import close_all
+from laredo_testing.process import StartedInContext, close_all
 from laredo_testing.servers import NatsServer, PostgresServer, RedisServer, S3Endpoint, S3Server
 
 PgServer = PostgresServer | PostgresContainerServer
@@ -35,14 +35,7 @@ MARKERS = {
     "slow": "slow: takes more than a few seconds",
 }
 
-
-class _Server(Protocol):
-    def start(self) -> object: ...
-
-    def close(self) -> None: ...
-
-
-S = TypeVar("S", bound=_Server)
+S = TypeVar("S", bound=StartedInContext)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,11 +66,8 @@ def _stop_servers_on_sigterm() -> None:
 
 
 def _serve(server: S) -> Iterator[S]:
-    try:
-        server.start()
+    with server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="session")

@@ -45,10 +45,29 @@ DEFAULT_SETTINGS: Mapping[str, str | int] = {
 }
 
 StopMode = Literal["smart", "fast", "immediate"]
-_STOP_SIGNALS: Mapping[str, int] = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+STOP_SIGNALS: Mapping[str, signal.Signals] = {"smart": signal.SIGTERM, "fast": signal.SIGINT,
+                                              "immediate": signal.SIGQUIT}
 
 
-class PostgresServer(StartedInContext):
+class PostgresCommon:
+    """What the PostgreSQL test servers (processes and containers) build on their `dsn`, `stop` and `start`."""
+
+    dsn: str
+
+    def restart(self, mode: StopMode = "fast") -> None:
+        self.stop(mode)  # type: ignore[attr-defined]
+        self.start()  # type: ignore[attr-defined]
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database and return its DSN."""
+        return create_database(self.dsn, name)
+
+    def drop_database(self, name: str, *, timeout: float = 15.0) -> None:
+        """Drop a database with its logical slots, disconnecting whoever still uses them."""
+        drop_database(self.dsn, name, timeout=timeout)
+
+
+class PostgresServer(PostgresCommon, StartedInContext):
     """A PostgreSQL cluster in its own directory on a free 127.0.0.1 port, user `postgres`, trust auth.
 
     `settings` override DEFAULT_SETTINGS (e.g. wal_level=replica for negative tests). The port and
@@ -129,11 +148,7 @@ class PostgresServer(StartedInContext):
         """Stop the postmaster by PID: smart waits for clients, fast aborts them, immediate crashes."""
         pid = self.pid
         if pid is not None:
-            stop_pid(pid, sig=_STOP_SIGNALS[mode], timeout=30.0, what=f"postgres ({mode} stop)")
-
-    def restart(self, mode: StopMode = "fast") -> None:
-        self.stop(mode)
-        self.start()
+            stop_pid(pid, sig=STOP_SIGNALS[mode], timeout=30.0, what=f"postgres ({mode} stop)")
 
     def close(self) -> None:
         """Stop the server and delete the cluster this object created."""
@@ -143,14 +158,6 @@ class PostgresServer(StartedInContext):
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
             self.port = 0
-
-    def create_database(self, name: str) -> str:
-        """Create an empty database and return its DSN."""
-        return create_database(self.dsn, name)
-
-    def drop_database(self, name: str, *, timeout: float = 15.0) -> None:
-        """Drop a database with its logical slots, disconnecting whoever still uses them."""
-        drop_database(self.dsn, name, timeout=timeout)
 
     def _ensure_cluster(self) -> None:
         if (self.data_dir / "PG_VERSION").exists():

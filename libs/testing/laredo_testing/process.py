@@ -207,6 +207,7 @@ class ProcessServer(StartedInContext):
         self._run_dir: Path | None = run_dir
         self._proc: subprocess.Popen[bytes] | None = None
         self._ports_chosen = False
+        self.port = 0  # the port clients connect to, set by _choose_ports
 
     @property
     def run_dir(self) -> Path:

@@ -8,7 +8,6 @@ Errors come back as `CallError(code, message)` whatever the protocol, with gRPC'
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -94,9 +93,7 @@ class Caller:
             async for message in client.execute_server_stream(request=request, method=info,
                                                               headers=dict(self.headers)):
                 yield message
-        except Exception as exc:  # noqa: BLE001
-            if isinstance(exc, (GeneratorExit, asyncio.CancelledError)):
-                raise
+        except Exception as exc:  # noqa: BLE001 - not GeneratorExit or CancelledError: those are BaseExceptions
             raise _connect_error(exc) from exc
 
     # -- gRPC (grpcio) -------------------------------------------------------------------------------------

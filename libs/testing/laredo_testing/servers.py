@@ -80,7 +80,6 @@ class NatsServer(ProcessServer):
 
     def __init__(self, run_dir: Path | None = None) -> None:
         super().__init__(run_dir)
-        self.port = 0
         self.monitor_port = 0
 
     @property
@@ -109,10 +108,6 @@ class RedisServer(ProcessServer):
     """redis-server without persistence; stop()/start() brings it back empty on the same port."""
 
     name = "redis"
-
-    def __init__(self, run_dir: Path | None = None) -> None:
-        super().__init__(run_dir)
-        self.port = 0
 
     @property
     def url(self) -> str:
@@ -155,10 +150,6 @@ class S3Server(ProcessServer):
     access_key = "testing"
     secret_key = "testing"
     region = "us-east-1"
-
-    def __init__(self, run_dir: Path | None = None) -> None:
-        super().__init__(run_dir)
-        self.port = 0
 
     @property
     def endpoint(self) -> S3Endpoint:

@@ -47,7 +47,6 @@ from laredo_snapshot.ports import Clock, Compactor, CoordinationStore, Observer,
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = "laredo-snapshot"
-CLIENT_NAME = "laredo-snapshot"
 
 
 @dataclass
@@ -125,10 +124,10 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
     observer = phases = PhaseTracker(observer)  # what every compactor reports to: the running phase, for the status
     store_for = store_for or SnapshotStores().store_for
     if bounds is None:
-        bounds = nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=CLIENT_NAME)
+        bounds = nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=SERVICE_NAME)
         closers.append(nats_bounds.aclose)
     if tail is None:
-        tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=True, client_name=CLIENT_NAME)
+        tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=True, client_name=SERVICE_NAME)
         closers.append(tail.aclose)
     if compactor is None:
         compactor = SequentialCompactor(tail, store_for, observer)
@@ -180,7 +179,7 @@ async def _main(settings: LaredoSettings, args: argparse.Namespace, stop: asynci
     if args.once:
         runs = await app.run_once(args.table)
         for run in runs:
-            log.info("%s: %s", run.table, run.snapshot_id or (run.outcome.reason if run.outcome else ""))
+            log.info("%s: %s", run.table, run.snapshot_id or run.reason)
         return
     if args.table:
         log.warning("--table applies to --once only; serving every configured table")

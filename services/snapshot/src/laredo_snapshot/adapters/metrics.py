@@ -14,10 +14,6 @@ def snapshot_figures(service: SnapshotService) -> list[Figure]:
     def last(value: Callable[[TableRun], float]) -> Callable[[], list[Sample]]:
         return lambda: per_table((table, value(run)) for table, run in service.last.items())
 
-    def manifest_rows(run: TableRun) -> float:
-        manifest = run.outcome.manifest if run.outcome is not None else None
-        return manifest.row_count if manifest is not None else 0
-
     return [
         Figure("laredo.snapshot.passes", "Passes over the tables completed", lambda: [(service.passes, {})],
                counter=True),
@@ -27,5 +23,6 @@ def snapshot_figures(service: SnapshotService) -> list[Figure]:
                last(lambda run: run.finished_at)),
         Figure("laredo.snapshot.last.failed", "1 when the table's last compaction failed",
                last(lambda run: bool(run.error))),
-        Figure("laredo.snapshot.last.rows", "Rows of the table's last snapshot written", last(manifest_rows)),
+        Figure("laredo.snapshot.last.rows", "Rows of the table's last snapshot written",
+               last(lambda run: run.manifest.row_count if run.manifest is not None else 0)),
     ]

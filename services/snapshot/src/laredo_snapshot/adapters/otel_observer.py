@@ -15,8 +15,9 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import Histogram
 
-
 PREFIX = "laredo.snapshot."
+
+
 class _OtelSpan:
     __slots__ = ("_span",)
 

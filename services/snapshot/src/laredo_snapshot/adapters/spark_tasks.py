@@ -14,6 +14,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -113,26 +114,24 @@ class _Loop:
 def read_tail(opener: TailOpener, source_id: str, table: TableId,
               ranges: Iterable[tuple[int, int]]) -> Iterator[tuple[Any, Any]]:
     """The records of the table's messages in each (after, up_to] range, then (None, summary) per message."""
-    loop = _Loop()
-    tail = opener()
-    try:
-        for after, up_to in ranges:
-            for message in loop.iterate(tail.read(source_id, table, after, up_to)):
-                records, summary = records_of(message.stream_sequence, message.batch)
-                yield from records
-                yield None, summary
-    finally:
-        loop.run(tail.aclose())
-        loop.close()
+    with closing(_Loop()) as loop:
+        tail = opener()
+        try:
+            for after, up_to in ranges:
+                for message in loop.iterate(tail.read(source_id, table, after, up_to)):
+                    records, summary = records_of(message.stream_sequence, message.batch)
+                    yield from records
+                    yield None, summary
+        finally:
+            loop.run(tail.aclose())
 
 
 def write_parts(target: TargetSpec, first_index: int, lines: Iterable[str], started: float) -> Iterator[PartWritten]:
     """Write `lines` as parts of at most part_rows rows, named from first_index on; fold time is what passed
     between `started` and each write (producing the lines), write time the writing itself."""
-    loop = _Loop()
     opened = build_snapshot_store(target.store)
     index, chunk, part_rows = first_index, [], target.part_rows
-    try:
+    with closing(_Loop()) as loop:
         for line in itertools.chain(lines, [None]):
             if line is not None:
                 chunk.append(line)
@@ -146,8 +145,6 @@ def write_parts(target: TargetSpec, first_index: int, lines: Iterable[str], star
             written = time.perf_counter()
             yield PartWritten(index, part, produced - started, written - produced)
             index, chunk, started = index + 1, [], written
-    finally:
-        loop.close()
 
 
 def _encode(target: TargetSpec, index: int, lines: list[str]) -> tuple[SnapshotPart, bytes]:
@@ -160,12 +157,11 @@ def _encode(target: TargetSpec, index: int, lines: list[str]) -> tuple[SnapshotP
 
 def _base_lines(base: BaseSpec, parts: Iterable[SnapshotPart]) -> Iterator[str]:
     """The rows of the base snapshot's parts as JSON lines, each part checked against its manifest entry."""
-    loop = _Loop()
     opened = build_snapshot_store(base.store)
     table, snapshot_id = base.table, base.snapshot_id
-    try:
+    where = f"snapshot {snapshot_id} of {table}"
+    with closing(_Loop()) as loop:
         for part in parts:
-            where = f"snapshot {snapshot_id} of {table}"
             data = loop.run(opened.read_part(table, snapshot_id, part.name))
             verify_part(part, data, where)
             lines = _part_lines(base.format, part, data, where)
@@ -173,8 +169,6 @@ def _base_lines(base: BaseSpec, parts: Iterable[SnapshotPart]) -> Iterator[str]:
                 raise SnapshotCorrupt(f"{where}: {part.name} holds {len(lines)} rows, its manifest entry says "
                                       f"{part.rows}")
             yield from lines
-    finally:
-        loop.close()
 
 
 def _part_lines(fmt: str, part: SnapshotPart, data: bytes, where: str) -> list[str]:

@@ -51,8 +51,7 @@ class SnapshotCoordinator:
             raise ValueError(f"user_meta must be a JSON object, got {type(user_meta).__name__}")
         runs = await self._service.run_pass(tables, user_meta)
         written = {str(r.table): r.snapshot_id for r in runs if r.snapshot_id}
-        failed = {str(r.table): r.error or (r.outcome.reason if r.outcome is not None else "")
-                  for r in runs if not r.snapshot_id}
+        failed = {str(r.table): r.error or r.reason for r in runs if not r.snapshot_id}
         lines = [f"{t}: snapshot {i}" for t, i in written.items()] + [f"{t}: no snapshot ({w})" for t, w in
                                                                           failed.items()]
         status = CommandStatus.SUCCEEDED if not any(r.error for r in runs) else CommandStatus.FAILED

@@ -15,6 +15,7 @@ from typing import Any
 
 from laredo_kernel.changes import TableId
 from laredo_kernel.errors import LaredoError
+from laredo_core.snapshots.format import SnapshotManifest
 
 from laredo_snapshot.application.compaction import CompactionOutcome, TableCompaction
 from laredo_snapshot.application.phases import PhaseTracker
@@ -34,23 +35,29 @@ class TableRun:
     finished_at: float = 0.0
 
     @property
+    def manifest(self) -> SnapshotManifest | None:
+        return self.outcome.manifest if self.outcome is not None else None
+
+    @property
     def snapshot_id(self) -> str:
-        manifest = self.outcome.manifest if self.outcome is not None else None
-        return manifest.snapshot_id if manifest is not None else ""
+        return self.manifest.snapshot_id if self.manifest is not None else ""
+
+    @property
+    def reason(self) -> str:
+        """Why no snapshot was written ("" when one was, or when the compaction failed)."""
+        return self.outcome.reason if self.outcome is not None else ""
 
     def to_status(self) -> dict[str, Any]:
         status: dict[str, Any] = {"finished_unix_ms": int(self.finished_at * 1000)}
+        manifest = self.manifest
         if self.error:
             status["error"] = self.error
-            return status
-        outcome = self.outcome
-        manifest = outcome.manifest if outcome is not None else None
-        if manifest is None:
-            status["skipped"] = outcome.reason if outcome is not None else ""
-            return status
-        status.update(snapshot_id=manifest.snapshot_id, rows=manifest.row_count,
-                      source_position=manifest.source_position, stream_sequence=manifest.stream_sequence,
-                      seconds=round(outcome.seconds, 3) if outcome is not None else 0.0)
+        elif manifest is None or self.outcome is None:
+            status["skipped"] = self.reason
+        else:
+            status.update(snapshot_id=manifest.snapshot_id, rows=manifest.row_count,
+                          source_position=manifest.source_position, stream_sequence=manifest.stream_sequence,
+                          seconds=round(self.outcome.seconds, 3))
         return status
 
 

@@ -67,10 +67,6 @@ class MessageSummary:
     needs_sequential: str = ""
     epoch: int = 0  # of commit_lsn (Position.epoch)
 
-    @property
-    def key_columns(self) -> tuple[str, ...]:
-        return key_columns_of(self.columns)
-
 
 def key_columns_of(columns: Sequence[ColumnInfo]) -> tuple[str, ...]:
     """The primary key in key order; the replica identity key without one (as ChangeBatchInfo.key_columns)."""
@@ -95,7 +91,7 @@ def snapshot_record(line: str, key_columns: tuple[str, ...]) -> Record:
 
 def summarize(sequence: int, batch: ChangeBatchInfo) -> MessageSummary:
     """The summary of one message without building its records (the sequential fold's plan)."""
-    return _summary(sequence, batch, _truncates(batch), "")
+    return _summary(sequence, batch, "")
 
 
 def records_of(sequence: int, batch: ChangeBatchInfo) -> tuple[list[Record], MessageSummary]:
@@ -108,7 +104,7 @@ def records_of(sequence: int, batch: ChangeBatchInfo) -> tuple[list[Record], Mes
         for change in batch.changes:
             why = _add_records(records, sequence, change, key_columns, baseline, batch.baseline_id)
             needs_sequential = needs_sequential or why
-    return records, _summary(sequence, batch, _truncates(batch), needs_sequential)
+    return records, _summary(sequence, batch, needs_sequential)
 
 
 def position_pair(position: Position) -> tuple[int, int]:
@@ -117,13 +113,12 @@ def position_pair(position: Position) -> tuple[int, int]:
     return (position.epoch << 64 | position.lsn, position.ordinal)
 
 
-def _summary(sequence: int, batch: ChangeBatchInfo, truncates: tuple[Position, ...],
-             needs_sequential: str) -> MessageSummary:
+def _summary(sequence: int, batch: ChangeBatchInfo, needs_sequential: str) -> MessageSummary:
     changes = batch.changes
     return MessageSummary(sequence, batch.kind, batch.commit_lsn, batch.baseline_id, batch.last_chunk,
                           batch.columns, changes[0].position if changes else None,
-                          changes[-1].position if changes else None, truncates, len(changes), needs_sequential,
-                          batch.epoch)
+                          changes[-1].position if changes else None, _truncates(batch), len(changes),
+                          needs_sequential, batch.epoch)
 
 
 def _truncates(batch: ChangeBatchInfo) -> tuple[Position, ...]:
