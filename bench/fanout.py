@@ -454,7 +454,7 @@ async def run_main_phases(args: argparse.Namespace, pg: PostgresServer, nats_url
     copy_rate = await measure_copy(pg, args.snapshot_rows)
     await fresh_stream(js, args.snapshot_rows)
     server = FanoutProcess(run_dir, nats_url, journal_entries=max(args.changes_batched, 200_000),
-                           front_door=not args.direct)
+                           front_door=not args.direct, workers=args.service_workers)
     try:
         started = time.time()
         ready = await server.wait_sequence(args.snapshot_rows)
@@ -567,6 +567,8 @@ def main() -> None:
                              "Sync hot path through the front door next to direct gRPC),workers (the hot path "
                              "served by one process and by --workers processes on one port)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes of the workers phase")
+    parser.add_argument("--service-workers", type=int, default=1,
+                        help="worker processes of the fan-out in the snapshot, deliveries, latency and sweep phases")
     args = parser.parse_args()
     if args.quick:
         args.snapshot_rows, args.clients, args.changes_unbatched = 20_000, [20, 50], 500
