@@ -80,6 +80,7 @@ def hold_port(host: str, port: int) -> socket.socket:
 async def run_workers(prog: str, plan: WorkerPlan, endpoint: ServiceEndpoint, stop: asyncio.Event) -> None:
     """Run the workers until `stop` is set, then stop them all. Raises ConfigError when one refuses its
     configuration, LaredoError when one did not stop cleanly."""
+    _check_health_ports(plan, endpoint)
     held = hold_port(endpoint.grpc_host, endpoint.grpc_port)
     port = held.getsockname()[1]
     log.info("%s: %d workers on %s:%d (SO_REUSEPORT)", prog, plan.count, endpoint.grpc_host, port)
@@ -96,6 +97,22 @@ async def run_workers(prog: str, plan: WorkerPlan, endpoint: ServiceEndpoint, st
     failed = [w.name for w, code in zip(workers, codes) if code != EXIT_OK]
     if failed:
         raise LaredoError(f"{', '.join(failed)} did not stop cleanly; their log above says why")
+
+
+def _check_health_ports(plan: WorkerPlan, endpoint: ServiceEndpoint) -> None:
+    """Worker i listens on health_port + i: a port in use there would make that worker fail again and again."""
+    if not endpoint.health_port:
+        return
+    for index in range(plan.count):
+        port = endpoint.health_port + index
+        with socket.socket(socket.AF_INET6 if ":" in endpoint.health_host else socket.AF_INET) as probe:
+            try:
+                probe.bind((endpoint.health_host, port))
+            except OSError as exc:
+                raise ConfigError([
+                    f"{plan.section}.health_port: worker {index} of {plan.count} serves health on "
+                    f"{endpoint.health_host}:{port} ({plan.section}.health_port + {index}), which is taken "
+                    f"({exc.strerror}); choose a health_port followed by {plan.count - 1} free ports, or 0"]) from None
 
 
 async def _watch(workers: list[_Worker], stop: asyncio.Event) -> bool:

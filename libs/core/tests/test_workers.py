@@ -14,6 +14,7 @@ import pytest
 from laredo_core.config import ServiceEndpoint
 from laredo_core.workers import WorkerPlan, hold_port, run_workers, worker_arguments
 from laredo_kernel.errors import ConfigError
+from laredo_testing.process import free_ports_in_a_row
 
 
 def endpoint(**overrides: Any) -> ServiceEndpoint:
@@ -60,3 +61,14 @@ async def test_a_worker_that_refuses_its_configuration_stops_the_launch(tmp_path
     plan = WorkerPlan("laredo_query.main", "query", 2, ["--config", str(missing)], 5.0)
     with pytest.raises(ConfigError, match="refused its configuration"):
         await asyncio.wait_for(run_workers("laredo-query", plan, endpoint(health_port=0), asyncio.Event()), 60)
+
+
+async def test_a_health_port_a_worker_cannot_have_is_refused_before_any_worker_starts() -> None:
+    first = free_ports_in_a_row(2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", first + 1))
+        taken.listen()
+        plan = WorkerPlan("laredo_query.main", "query", 2, [], 5.0)
+        with pytest.raises(ConfigError, match=rf"worker 1 of 2 serves health on 127.0.0.1:{first + 1} "
+                                              r"\(query.health_port \+ 1\), which is taken"):
+            await run_workers("laredo-query", plan, endpoint(health_port=first), asyncio.Event())
