@@ -304,10 +304,14 @@ def encode_value(value: Any) -> bytes:
     return encode_value(str(value))
 
 
+#: Strings shorter than this get their entry's bytes before the text from a per-column table.
+_SHORT_STRING = 96
+
+
 class _Field:
     """The constant bytes of one column name's map entries, computed once per name."""
 
-    __slots__ = ("key_and_tag", "number_prefix", "null_entry", "true_entry", "false_entry")
+    __slots__ = ("key_and_tag", "number_prefix", "null_entry", "true_entry", "false_entry", "string_prefixes")
 
     def __init__(self, name: str) -> None:
         key = length_delimited(b"\x0a", name.encode("utf-8"))
@@ -316,6 +320,17 @@ class _Field:
         self.null_entry = self._entry(key, _NULL_VALUE)
         self.true_entry = self._entry(key, _TRUE)
         self.false_entry = self._entry(key, _FALSE)
+        #: for a string of n UTF-8 bytes (n < _SHORT_STRING): everything of its entry before the text, made when
+        #: first needed
+        self.string_prefixes: list[bytes | None] = [None] * _SHORT_STRING
+
+    def string_prefix(self, size: int) -> bytes:
+        value = _STRING_TAG + varint(size)
+        value_size = len(value) + size
+        prefix = self.string_prefixes[size] = b"".join((
+            _ENTRY, varint(len(self.key_and_tag) + len(varint(value_size)) + value_size), self.key_and_tag,
+            varint(value_size), value))
+        return prefix
 
     @staticmethod
     def _entry(key: bytes, value: bytes) -> bytes:
@@ -348,6 +363,9 @@ def struct_fields(values: Mapping[str, Any]) -> bytes:
         if kind is str:
             data = value.encode("utf-8")
             size = len(data)
+            if size < _SHORT_STRING:
+                extend((field.string_prefixes[size] or field.string_prefix(size), data))
+                continue
             value_size = size + 1 + (1 if size < 128 else len(varint(size)))
             entry_size = len(field.key_and_tag) + value_size + (1 if value_size < 128 else len(varint(value_size)))
             extend((_ENTRY, one[entry_size] if entry_size < 128 else varint(entry_size), field.key_and_tag,
