@@ -45,6 +45,7 @@ import grpc
 import nats
 import nats.js.errors
 import psycopg
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -55,7 +56,7 @@ from bench.plots import latency_by_clients, memory_by_rows  # noqa: E402
 from laredo.replication.v1 import replication_pb2 as pb  # noqa: E402
 from laredo.replication.v1 import replication_pb2_grpc as pb_grpc  # noqa: E402
 from laredo_core.stream.naming import source_subject_filter, stream_name, table_subject  # noqa: E402
-from laredo_testing.process import free_port, free_ports_in_a_row  # noqa: E402
+from laredo_testing.process import child_pids, free_port, free_ports_in_a_row  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -135,9 +136,10 @@ front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if
         async with aiohttp.ClientSession() as http:
             for port in range(self.health_port, self.health_port + self.workers):
                 async with http.get(f"http://127.0.0.1:{port}/metrics") as answer:
-                    lines = (await answer.text()).splitlines()
-                found.append(max([int(float(line.rsplit(" ", 1)[1])) for line in lines
-                                  if line.startswith("laredo_fanout_journal_sequence{")], default=0))
+                    families = text_string_to_metric_families(await answer.text())
+                found.append(max((int(sample.value) for family in families
+                                  if family.name == "laredo_fanout_journal_sequence" for sample in family.samples),
+                                 default=0))
         return found
 
     async def wait_sequence(self, sequence: int, timeout: float = 600) -> float:
@@ -178,20 +180,8 @@ def _name(pid: int) -> str:
 
 
 def _descendants(pid: int) -> list[int]:
-    children = _children(pid)
+    children = child_pids(pid)
     return [*children, *(grandchild for child in children for grandchild in _descendants(child))]
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int(_stat(int(entry.name))[1]) == pid:
-                    found.append(int(entry.name))
-            except (FileNotFoundError, ProcessLookupError, IndexError):
-                continue
-    return found
 
 
 class Clients:

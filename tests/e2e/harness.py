@@ -19,6 +19,7 @@ from laredo_testing.eventually import wait_until
 from laredo_testing.process import free_port
 
 import psycopg
+from prometheus_client.parser import text_string_to_metric_families
 
 __all__ = ["ServiceProcess", "create_table", "free_port", "mixed_changes", "write_config"]
 
@@ -155,3 +156,21 @@ def create_table(dsn: str, table: str, rows: int) -> None:
         conn.execute(f"INSERT INTO {table} (id, name, qty, note) SELECT g, 'row ' || g, g %% 97, "
                      "CASE WHEN g %% 5 = 0 THEN NULL ELSE md5(g::text) END FROM generate_series(1, %s::bigint) g",
                      (rows,))
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> tuple[Samples, dict[str, str]]:
+    """Every sample of GET /metrics by (name, sorted labels), and each family's type."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        assert answer.status == 200
+        assert answer.headers["Content-Type"].startswith("text/plain; version=")
+        text = answer.read().decode()
+    samples: Samples = {}
+    types: dict[str, str] = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples, types

@@ -9,39 +9,21 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from laredo.v1 import query_pb2
 from laredo_kernel.changes import TableId
 from laredo_testing.eventually import eventually
 
-from tests.e2e.harness import ServiceProcess, create_table, free_port, serving
+from tests.e2e.harness import Samples, ServiceProcess, create_table, free_port, scrape, serving
 from tests.e2e.system import SERVICES, System, SystemConfig, connected_replica, running_system
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "compose" / "grafana" / "dashboards" / "laredo.json"
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(port: int) -> tuple[Samples, dict[str, str]]:
-    """Every sample of GET /metrics by (name, sorted labels), and each family's type."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        assert answer.status == 200
-        assert answer.headers["Content-Type"].startswith("text/plain; version=")
-        text = answer.read().decode()
-    samples: Samples = {}
-    types: dict[str, str] = {}
-    for family in text_string_to_metric_families(text):
-        types[family.name] = family.type
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples, types
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

@@ -27,7 +27,7 @@ from laredo_kernel.jsonvalue import row_to_json
 from laredo_testing.eventually import eventually
 
 from laredo_testing.process import free_ports_in_a_row
-from tests.e2e.harness import ServiceProcess, free_port
+from tests.e2e.harness import ServiceProcess, free_port, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -314,12 +314,9 @@ async def all_gone(stub: Any, items: dict[str, str], ids: list[int]) -> bool:
 
 
 
-def metric(port: int, name: str) -> float:
-    """The sum of a metric's samples on one worker's /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and line[len(name)] in " {")
+def reads(port: int) -> float:
+    """Lookup, ListRows, ... calls one worker served (all tables), from its /metrics."""
+    return sum(v for (name, _), v in scrape(port)[0].items() if name == "laredo_query_reads_total")
 
 
 async def test_query_workers_answer_on_one_port(pipeline: Pipeline, tmp_path: Path) -> None:
@@ -346,7 +343,7 @@ async def test_query_workers_answer_on_one_port(pipeline: Pipeline, tmp_path: Pa
             return True
 
         await eventually(every_connection_sees_the_update, timeout=30, what="both workers to apply the update")
-        assert metric(health, "laredo_query_reads_total") > 0 and metric(health + 1, "laredo_query_reads_total") > 0
+        assert reads(health) > 0 and reads(health + 1) > 0
     finally:
         workers.stop()
     assert workers.proc is not None and workers.proc.returncode == 0

@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from laredo_core.config import LaredoSettings, load_settings, load_tree
 from laredo_kernel.errors import ConfigError, LaredoError
 from laredo_core.redaction import Redactor, activate, install_log_filter, scrub
-from laredo_core.workers import KILL_AFTER, WorkerPlan, run_workers
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +97,8 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
     async def runner() -> None:
         stop = asyncio.Event()
         if workers and args.workers > 1:
+            from laredo_core.workers import KILL_AFTER, WorkerPlan, run_workers  # the launcher only
+
             plan = WorkerPlan(main.__module__, workers, args.workers, sys.argv[1:] if argv is None else argv, grace)
             work = run_workers(prog, plan, getattr(settings, workers), stop)
             await _run_until_stopped(prog, work, stop, grace + KILL_AFTER)

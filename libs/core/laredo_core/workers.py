@@ -26,13 +26,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from laredo_core.cli import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from laredo_core.config import ServiceEndpoint
 from laredo_core.subprocesses import tied_to_parent
 from laredo_kernel.errors import ConfigError, LaredoError
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2  # as laredo_core.cli
 #: Seconds a worker gets to stop beyond its own stop grace before it is killed (it ends itself before that).
 KILL_AFTER = 10.0
 #: A worker that ran at least this long before exiting is started again at once; sooner, after a growing pause.
@@ -64,10 +64,13 @@ def worker_arguments(plan: WorkerPlan, endpoint: ServiceEndpoint, index: int, po
     return [sys.executable, "-m", plan.module, *args]
 
 
+def _socket(host: str) -> socket.socket:
+    return socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+
+
 def hold_port(host: str, port: int) -> socket.socket:
     """Bind (without listening) host:port with SO_REUSEPORT; port 0 picks one. The workers bind beside it."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    held = socket.socket(family, socket.SOCK_STREAM)
+    held = _socket(host)
     held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         held.bind((host, port))
@@ -105,7 +108,7 @@ def _check_health_ports(plan: WorkerPlan, endpoint: ServiceEndpoint) -> None:
         return
     for index in range(plan.count):
         port = endpoint.health_port + index
-        with socket.socket(socket.AF_INET6 if ":" in endpoint.health_host else socket.AF_INET) as probe:
+        with _socket(endpoint.health_host) as probe:
             try:
                 probe.bind((endpoint.health_host, port))
             except OSError as exc:

@@ -139,6 +139,20 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (zombies included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent == pid:
+                found.append(int(entry.name))
+    return found
+
+
 def stop_pid(pid: int, *, sig: int = signal.SIGTERM, timeout: float = 15.0, what: str) -> None:
     """Send `sig` to `pid` and wait until it is gone; SIGKILL it if the deadline passes."""
     try:

@@ -13,7 +13,7 @@ import aiohttp
 import grpc
 import pytest
 from laredo_testing.eventually import eventually
-from laredo_testing.process import free_port, free_ports_in_a_row
+from laredo_testing.process import child_pids, free_port, free_ports_in_a_row, pid_alive
 
 from services.fanout.tests.fanout_testkit import Batches, as_client_rows, insert, row
 from services.fanout.tests.integration.fanout_cluster import Stream, config_text, follow
@@ -32,24 +32,8 @@ async def ready(port: int) -> bool:
 
 
 def worker_pids(launcher: int) -> set[int]:
-    """The launcher's children that are Python (its workers; their own children are Envoys)."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == launcher and "python" in stat.split(")")[0]:
-                pids.add(int(entry.name))
-    return pids
-
-
-def alive(pid: int) -> bool:
-    try:
-        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z"
-    except OSError:
-        return False
+    """The launcher's live children (its workers; their own children are Envoys)."""
+    return {pid for pid in child_pids(launcher) if pid_alive(pid)}
 
 
 async def test_two_workers_share_one_port(stream: Stream, nats_url: str, unique_name: str, tmp_path: Path) -> None:
@@ -102,7 +86,7 @@ async def test_two_workers_share_one_port(stream: Stream, nats_url: str, unique_
         workers = worker_pids(process.pid)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
-        assert not any(alive(pid) for pid in workers)
+        assert not any(pid_alive(pid) for pid in workers)
         text = log_path.read_text()
         assert "[worker 0]" in text and "[worker 1]" in text
         assert "exited with code -9" in text  # the killed worker, logged as an error before its restart

@@ -280,7 +280,7 @@ class NatsChangePublisher:
     def _stored_ahead(self, entry: _Pending, data: bytes) -> IngestError | None:
         """A chained message acknowledged as a duplicate of one stored before the session's first new message
         (by an earlier session) is stored ahead of the earlier changes this session just stored."""
-        if entry[3] <= 0 or b'"duplicate"' not in data:  # the header-less path checks the latter first
+        if entry[3] <= 0 or b'"duplicate"' not in data:  # cheap checks first: this runs for every acknowledgement
             return None
         ack = pub_ack(data)
         if ack is None or self._first_new is None or ack[0] >= self._first_new:
