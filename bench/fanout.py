@@ -304,6 +304,7 @@ async def measure_latency(server: FanoutProcess, js: object, clients: int, batch
     for reader in readers:
         reader.wait()
     lat: dict[str, float] = done[0]["latency_ms"]  # type: ignore[assignment]
+    entries, messages = (sum(int(d[key]) for d in done) for key in ("entries", "messages"))  # type: ignore[misc]
     if merge:
         merged = [x for d in done for x in d["latencies_ms"]]  # type: ignore[attr-defined]
         lat = {"count": len(merged), "max": max(merged, default=0.0),
@@ -311,7 +312,8 @@ async def measure_latency(server: FanoutProcess, js: object, clients: int, batch
     print(f"publish-to-client latency, {clients} clients (max_batch_size {batch}; {len(shares)} reader "
           f"process(es)), {rate:,.0f} changes/s as {rate / per_transaction:,.0f} txn/s of {per_transaction}: "
           f"p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms over {lat['count']:,} "
-          f"deliveries; CPU (share of a core): fan-out {used / elapsed:.0%}"
+          f"deliveries ({entries / max(1, messages):.1f} per message); "
+          f"CPU (share of a core): fan-out {used / elapsed:.0%}"
           + (f", Envoy {envoy_used / elapsed:.0%}" if server.front_door else "")
           + f", readers {readers_cpu / elapsed:.0%}")
     return lat

@@ -28,6 +28,7 @@ class Reader:
         self.until = until
         self.latency = latency
         self.entries = 0
+        self.messages = 0
         self.rows = 0
         self.last_sequence = 0
         self.live = asyncio.Event()
@@ -45,6 +46,7 @@ class Reader:
 
     def message(self, data: bytes) -> None:
         message = pb.SyncResponse.FromString(data)
+        self.messages += 1
         which = message.WhichOneof("message")
         now = time.time()
         if which == "journal_entry":
@@ -131,7 +133,8 @@ async def run(args: argparse.Namespace) -> None:
     latencies = [x for r in readers for x in r.latencies]
     print(json.dumps({
         "event": "done", "finished_at": max(r.finished_at for r in readers),
-        "entries": sum(r.entries for r in readers), "rows": sum(r.rows for r in readers),
+        "entries": sum(r.entries for r in readers), "messages": sum(r.messages for r in readers),
+        "rows": sum(r.rows for r in readers),
         "snapshot_seconds": max(r.snapshot_at - r.started_at for r in readers) if args.since == 0 else 0.0,
         "latency_ms": {"count": len(latencies), **{f"p{p}": percentile(latencies, p) * 1000 for p in (50, 90, 99)},
                        "max": max(latencies, default=0.0) * 1000},

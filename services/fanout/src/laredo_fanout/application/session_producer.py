@@ -5,8 +5,9 @@ client's short SendBuffer, only when it has room: entries the client has yet to 
 and a batched client receives whatever piled up meanwhile in one message. The client's lag (entries
 appended and not yet offered to it, plus those queued and not yet written) is its buffer in the sense of
 client_buffer.max_size, in every phase: beyond it, drop_disconnect ends the client, slow_down releases
-the journal's pin and goes on at its pace (until pruning overtakes it). Schema change notifications are
-queued right after the entry they follow; heartbeats when nothing was queued for heartbeat_interval;
+the journal's pin and goes on at its pace (until pruning overtakes it); the lag is checked as entries are
+appended, within TableReplica's BACKLOG_CHECK_INTERVAL while the client is still taking earlier messages.
+Schema change notifications are queued right after the entry they follow; heartbeats when nothing was queued for heartbeat_interval;
 GoAway once, when draining, whatever the phase (right after the handshake at the earliest).
 """
 
@@ -74,9 +75,11 @@ class SessionProducer:
         self._schema_index = self._schema_changes_already_shown()
 
     def unpin(self) -> None:
+        """Release the pin; what it kept beyond the journal's limits goes at once, not at the next append."""
         if self._pin is not None:
             self._journal.unpin(self._pin)
             self._pin = None
+            self._journal.prune(self._clock.now())
 
     async def run(self, snapshot: SnapshotCopy | None) -> None:
         journal = self._journal
@@ -113,24 +116,25 @@ class SessionProducer:
         pin's deadline) wakes this to apply the limits, so a client that stops reading cannot hold the journal."""
         buffer = self._buffer
         while True:
-            appended = self._replica.appended()  # taken before the checks, so no append slips between
+            grew = self._replica.grew()  # taken before the checks, so no append slips between
             self._watch()
             if buffer.has_room():
                 buffer.push(item)
                 return
-            await first_done((buffer.room(), appended), self._pin_time_left())
+            await first_done((buffer.room(), grew), self._pin_time_left())
 
     async def _live(self) -> None:
         replica, buffer, loop = self._replica, self._buffer, asyncio.get_running_loop()
         interval = replica.limits.heartbeat_interval
         last_queued = loop.time()
         while True:
-            appended = replica.appended()  # taken before the checks, so no append slips between
+            appended, grew = replica.appended(), replica.grew()  # taken before the checks: no append slips between
             self._watch()
             if not buffer.has_room():
                 # The client is still taking earlier messages: new entries wait in the journal and join the next
-                # message. Appends wake this meanwhile to check the client's lag, which a stuck write never would.
-                await first_done((buffer.room(), appended))
+                # message. Appends wake this meanwhile (a tenth of a second apart at most) to check the client's
+                # lag, which a stuck write never would.
+                await first_done((buffer.room(), grew))
                 continue
             item = self._next()
             if item is not None:
@@ -176,7 +180,6 @@ class SessionProducer:
         self.unpin()
         log.warning("%s: the journal no longer waits for client %s (%s phase, after sequence %d): %s",
                     self._replica.table, self._client.client_id, self._phase.value, self._cursor, why)
-        self._journal.prune(self._clock.now())
 
     def _pinned_for(self) -> float:
         return asyncio.get_running_loop().time() - self._pinned_at

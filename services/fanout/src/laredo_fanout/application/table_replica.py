@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 _SCHEMA_CHANGES_KEPT = 64
 #: Entries whose rows were read lately: the filtered clients of a table read each new entry in turn.
 _ENTRIES_READ = 1024
+#: Seconds between the wake-ups of sessions whose clients are still taking earlier messages (see grew()).
+BACKLOG_CHECK_INTERVAL = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +60,10 @@ class TableReplica:
 
     Sessions wait on `appended()` instead of polling: the replicator calls notify_appended()
     after every message that added journal entries (or a schema change), which wakes every waiting
-    session at once; a drain wakes them the same way.
+    session at once; a drain wakes them the same way. A session whose client is still taking earlier
+    messages waits on `grew()` instead, which appends resolve at most every BACKLOG_CHECK_INTERVAL: it only
+    checks its client's lag then, and a hundred such sessions woken for every entry would take the CPU the
+    clients' messages need.
     """
 
     def __init__(self, source_id: str, table: TableId, limits: ReplicaLimits, encoder: SyncEncoder) -> None:
@@ -87,6 +92,8 @@ class TableReplica:
         self._schema_change_count = 0
         self._ready = asyncio.Event()
         self._appended: asyncio.Future[None] | None = None
+        self._grew: asyncio.Future[None] | None = None
+        self._grew_timer: asyncio.TimerHandle | None = None
 
     @property
     def applied_position(self) -> Position | None:
@@ -142,8 +149,29 @@ class TableReplica:
             self._appended = asyncio.get_running_loop().create_future()
         return self._appended
 
-    def notify_appended(self) -> None:
+    def grew(self) -> asyncio.Future[None]:
+        """Resolved within BACKLOG_CHECK_INTERVAL of the next notify_appended() (at once by an urgent one); shared
+        like appended()."""
+        if self._grew is None:
+            self._grew = asyncio.get_running_loop().create_future()
+        return self._grew
+
+    def notify_appended(self, *, urgent: bool = False) -> None:
         future, self._appended = self._appended, None
+        if future is not None and not future.done():
+            future.set_result(None)
+        if self._grew is None:
+            return
+        if urgent:
+            self._resolve_grew()
+        elif self._grew_timer is None:
+            self._grew_timer = asyncio.get_running_loop().call_later(BACKLOG_CHECK_INTERVAL, self._resolve_grew)
+
+    def _resolve_grew(self) -> None:
+        if self._grew_timer is not None:
+            self._grew_timer.cancel()
+            self._grew_timer = None
+        future, self._grew = self._grew, None
         if future is not None and not future.done():
             future.set_result(None)
 
@@ -180,7 +208,7 @@ class TableReplica:
         self.drain = notice
         if seconds_left is not None:
             asyncio.get_running_loop().call_later(max(0.0, seconds_left), self.drain_ended.set)
-        self.notify_appended()
+        self.notify_appended(urgent=True)
         return True
 
     def restore(self, manifest: SnapshotManifest, rows: Iterable[dict[str, Any]]) -> None:
