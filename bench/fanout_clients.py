@@ -1,7 +1,9 @@
 """Lightweight Sync readers for bench/fanout.py, in their own process so the fan-out process is measured alone.
 
 Each stream parses its messages (protobuf in C), counts snapshot rows and journal entries, and notes the time
-its last expected entry arrived; with --latency it also notes now - entry.timestamp for every entry. Output:
+its last expected entry arrived; with --latency it also notes now - entry.timestamp for every entry. Journal entries and snapshot batches are read
+only as far as that needs (an entry's sequence and commit time, a row's bytes): the readers share the machine
+with the fan-out, and parsing every row's values would measure them instead. Output:
 JSON lines on stdout: {"event": "live"} once every stream passed its handshake (and snapshot), then
 {"event": "done", ...} with the counts, the finish time and latency percentiles.
 Usage (by bench/fanout.py): fanout_clients.py --address 127.0.0.1:4002 --clients 100 --batch 0 --until 5000
@@ -14,13 +16,48 @@ import asyncio
 import json
 import sys
 import time
+from typing import Any
 
 import grpc
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from laredo.replication.v1 import replication_pb2 as pb
 
 METHOD = "/laredo.replication.v1.TableSyncReplication/Sync"
 STREAMS_PER_CONNECTION = 50
+
+
+def _skim_type() -> type:
+    """SyncResponse as far as journal entries and snapshot batches go: an entry's sequence and commit time, a row
+    as its bytes; everything else (the rows' values above all) stays unread."""
+    field = descriptor_pb2.FieldDescriptorProto
+
+    def add(message: descriptor_pb2.DescriptorProto, name: str, number: int, kind: int, type_name: str = "",
+            repeated: bool = False) -> None:
+        added = message.field.add(name=name, number=number, type=kind,
+                                  label=field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL)
+        if type_name:
+            added.type_name = type_name
+
+    proto = descriptor_pb2.FileDescriptorProto(name="bench_skim.proto", package="benchskim", syntax="proto3")
+    stamp, entry, entries, rows, skim = (proto.message_type.add(name=name) for name in
+                                         ("Stamp", "Entry", "Entries", "Rows", "Skim"))
+    add(stamp, "seconds", 1, field.TYPE_INT64)
+    add(stamp, "nanos", 2, field.TYPE_INT32)
+    add(entry, "sequence", 1, field.TYPE_INT64)
+    add(entry, "timestamp", 3, field.TYPE_MESSAGE, ".benchskim.Stamp")
+    add(entries, "entries", 1, field.TYPE_MESSAGE, ".benchskim.Entry", repeated=True)
+    add(rows, "rows", 1, field.TYPE_BYTES, repeated=True)
+    add(skim, "journal_entry", 5, field.TYPE_MESSAGE, ".benchskim.Entry")
+    add(skim, "snapshot_rows", 100, field.TYPE_MESSAGE, ".benchskim.Rows")
+    add(skim, "journal_batch", 101, field.TYPE_MESSAGE, ".benchskim.Entries")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("benchskim.Skim"))
+
+
+SKIM = _skim_type()
 
 
 class Reader:
@@ -38,25 +75,32 @@ class Reader:
         self.finished_at = 0.0
         self.latencies: list[float] = []
 
-    def entry(self, entry: pb.ReplicationJournalEntry, now: float) -> None:
+    def entry(self, entry: Any, now: float) -> None:
         self.entries += 1
         self.last_sequence = entry.sequence
         if self.latency:
             self.latencies.append(now - (entry.timestamp.seconds + entry.timestamp.nanos / 1e9))
 
     def message(self, data: bytes) -> None:
-        message = pb.SyncResponse.FromString(data)
+        skim = SKIM.FromString(data)
         self.messages += 1
-        which = message.WhichOneof("message")
         now = time.time()
-        if which == "journal_entry":
-            self.entry(message.journal_entry, now)
-        elif which == "journal_batch":
-            for entry in message.journal_batch.entries:
-                self.entry(entry, now)
-        elif which == "snapshot_rows":
-            self.rows += len(message.snapshot_rows.rows)
-        elif which == "snapshot_row":
+        if skim.HasField("journal_batch") or skim.HasField("journal_entry"):
+            entries = skim.journal_batch.entries if skim.HasField("journal_batch") else (skim.journal_entry,)
+            if self.latency:
+                for entry in entries:
+                    self.entry(entry, now)
+            elif entries:
+                self.entries += len(entries)
+                self.last_sequence = entries[-1].sequence
+            self.check(now)
+            return
+        if skim.HasField("snapshot_rows"):
+            self.rows += len(skim.snapshot_rows.rows)
+            return
+        message = pb.SyncResponse.FromString(data)
+        which = message.WhichOneof("message")
+        if which == "snapshot_row":
             self.rows += 1
         elif which == "snapshot_end":
             self.snapshot_at = now
@@ -65,6 +109,9 @@ class Reader:
         elif which == "handshake" and message.handshake.mode != pb.SYNC_MODE_FULL_SNAPSHOT:
             self.last_sequence = message.handshake.resume_from_sequence
             self.live.set()
+        self.check(now)
+
+    def check(self, now: float) -> None:
         if self.last_sequence >= self.until and not self.done.is_set():
             self.finished_at = now
             self.done.set()

@@ -195,7 +195,13 @@ class SessionProducer:
         if change is not None and change.after_sequence <= self._cursor:
             self._schema_index = change.index
             return Outgoing(change.message)
-        limit = self._batch if change is None else min(self._batch, change.after_sequence - self._cursor)
+        limit = self._batch
+        if self._journal.current_sequence - self._cursor > limit:
+            # more than a batch behind: the chunk ends on a multiple of the batch size, so clients catching up
+            # read the same chunks and share their messages (TableReplica.journal_message)
+            limit -= self._cursor % limit
+        if change is not None:
+            limit = min(limit, change.after_sequence - self._cursor)
         try:
             entries = self._journal.entries_after(self._cursor, limit)
         except EntriesPruned as exc:
@@ -209,7 +215,8 @@ class SessionProducer:
                 if not self._buffer.depth:
                     self._client.sequence = last
                 return Outgoing(b"", 0, last)
-        return Outgoing(self._encoder.journal_entries(entries), len(entries), last, entries)
+            return Outgoing(self._encoder.journal_entries(entries), len(entries), last, entries)
+        return Outgoing(self._replica.journal_message(entries), len(entries), last, entries)
 
     def _skip_unwanted(self) -> None:
         """Offer a filtered client the entries its filter skips while its buffer is full: they are behind it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 _SCHEMA_CHANGES_KEPT = 64
 #: Entries whose rows were read lately: the filtered clients of a table read each new entry in turn.
 _ENTRIES_READ = 1024
+#: Journal messages kept for the next client reading the same entries (see journal_message()).
+_MESSAGES_KEPT = 64
 #: Seconds between the wake-ups of sessions whose clients are still taking earlier messages (see grew()).
 BACKLOG_CHECK_INTERVAL = 0.1
 
@@ -72,6 +74,8 @@ class TableReplica:
         self.limits = limits
         self.state = TableState((), encoder.encode_row, encoder.decode_row)
         self._entry_rows = encoder.entry_rows
+        self._encoder = encoder
+        self._messages: dict[tuple[JournalEntry, JournalEntry], bytes] = {}
         self._entries_read: dict[JournalEntry, EntryRows] = {}
         self.journal = Journal(limits.journal_max_entries, limits.journal_max_age)
         self.clients = ClientRegistry(limits.max_clients)
@@ -174,6 +178,18 @@ class TableReplica:
         future, self._grew = self._grew, None
         if future is not None and not future.done():
             future.set_result(None)
+
+    def journal_message(self, entries: Sequence[JournalEntry]) -> bytes:
+        """The message of `entries`, consecutive entries of the journal (as read from it), built once for every
+        client that reads the same ones: clients keeping up read the same new entries, and catching-up clients
+        read in chunks that end on multiples of their batch size (see SessionProducer._next)."""
+        key = (entries[0], entries[-1])  # entries compare by identity: the ends name the whole run
+        message = self._messages.get(key)
+        if message is None:
+            if len(self._messages) >= _MESSAGES_KEPT:
+                self._messages.clear()
+            message = self._messages[key] = self._encoder.journal_entries(entries)
+        return message
 
     def read_entry(self, entry: JournalEntry) -> EntryRows:
         """The action of `entry` and its rows' values, read from its message (shared: never modify them)."""
