@@ -11,10 +11,11 @@ from laredo_testing.eventually import eventually
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo_fanout.adapters.memory import MemoryChangeFeed
 from laredo_fanout.application.client_registry import ClientState
+from laredo_fanout.application.session import SyncRequestInfo
 from laredo_fanout.domain.client_buffer import BufferPolicy
 from laredo_fanout.domain.errors import ClientFellBehind, TooManyClients
 from services.fanout.tests.conftest import World
-from services.fanout.tests.fanout_testkit import as_client_rows, delete, insert, row, update
+from services.fanout.tests.fanout_testkit import TABLE, as_client_rows, delete, insert, row, update
 
 MakeWorld = Callable[..., World]
 
@@ -101,6 +102,30 @@ async def test_batching_extension_packs_rows_and_entries(make_world: MakeWorld) 
     batches = [m for m in client.messages if m.WhichOneof("message") == "journal_batch"]
     assert batches and all(len(m.journal_batch.entries) <= 10 for m in batches)
     assert client.rows == server_rows(world)
+
+
+async def test_catching_up_clients_read_chunks_that_end_on_batch_multiples_and_share_their_messages(
+        make_world: MakeWorld) -> None:
+    world = started(make_world, rows=3)
+    await eventually(lambda: world.replica.ready, what="the table ready")
+    world.publish(world.batches.transaction(*(insert(row(i)) for i in range(100, 130))))  # sequences 4-33
+    await eventually(lambda: world.replica.journal.current_sequence == 33, what="30 entries appended")
+    batches: list[list[bytes]] = []
+    for _ in range(2):
+        sent: list[bytes] = []
+        batches.append(sent)
+
+        async def write(data: bytes, sent: list[bytes] = sent) -> None:
+            if rpb.SyncResponse.FromString(data).WhichOneof("message") == "journal_batch":
+                sent.append(data)
+
+        session = world.targets.open_session(SyncRequestInfo(
+            schema=TABLE.schema, table=TABLE.name, max_batch_size=10, last_known_sequence=5, **world.issued_here()))
+        world.tasks.append(asyncio.create_task(session.serve(write)))
+        await eventually(lambda sent=sent: len(sent) == 4, what="the backlog in four messages")
+        assert [[e.sequence for e in rpb.SyncResponse.FromString(data).journal_batch.entries] for data in sent] == [
+            list(range(6, 11)), list(range(11, 21)), list(range(21, 31)), [31, 32, 33]]
+    assert all(a is b for a, b in zip(*batches))  # the same bytes objects: built once for both clients
 
 
 async def test_unbatched_client_never_sees_batch_messages(make_world: MakeWorld) -> None:
