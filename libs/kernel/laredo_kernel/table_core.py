@@ -176,6 +176,15 @@ class TableCore(Generic[Row]):
             key = self._key.of_row(values)
             self._rows[key] = self._make_row(key, values, position)
 
+    def insert_new(self, values: dict[str, Any], position: Position | None) -> Row | None:
+        """Add the row `values` (complete: no UNCHANGED value) written at `position` when no row holds its key, as
+        its INSERT would; None, and nothing added, when one does (apply the INSERT then). For loading many rows."""
+        key = self._key.of_row(values)
+        if key in self._rows:
+            return None
+        row = self._rows[key] = self._make_row(key, values, position)
+        return row
+
     def rekey(self, key: KeyRule) -> None:
         """Key rows by another primary key (a schema change); rows keep their values and positions."""
         self._key = key

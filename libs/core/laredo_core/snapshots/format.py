@@ -113,7 +113,16 @@ def encode_rows(rows: Iterable[Mapping[str, Any]]) -> bytes:
 
 def decode_rows(data: bytes, where: str) -> list[dict[str, Any]]:
     try:
-        rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
+        text = data.decode("utf-8")
+        try:  # the lines as one JSON array: one parser call for the part (a line holds no raw newline)
+            rows = json.loads("".join(("[", text.rstrip("\n").replace("\n", ","), "]")))
+        except ValueError:  # blank lines, or a damaged line: one at a time, to name it
+            rows = []
+            for number, line in enumerate(text.split("\n"), start=1):
+                try:
+                    rows += [json.loads(line)] if line.strip() else []
+                except ValueError as exc:
+                    raise ValueError(f"line {number}: {exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise SnapshotCorrupt(f"{where}: not JSON lines ({exc})") from None
     if not all(isinstance(row, dict) for row in rows):

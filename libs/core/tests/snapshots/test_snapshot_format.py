@@ -76,6 +76,18 @@ def test_rows_are_json_lines_and_parts_are_verified() -> None:
         decode_rows(b"{oops\n", "p")
 
 
+def test_json_lines_decode_whole_with_blank_lines_crlf_and_line_separators_in_values() -> None:
+    rows = [{"id": 1, "note": "a\u2028b\u0085c"}, {"id": 2, "note": "line\nbreak"}]
+    _, data = encode_part(0, rows)
+    assert "\u2028".encode() in data  # written raw (ensure_ascii off): not a line end of JSON lines
+    assert decode_rows(data, "p") == rows
+    assert decode_rows(data.replace(b"\n", b"\r\n"), "p") == rows
+    assert decode_rows(b"\n" + data.replace(b"}\n", b"}\n\n"), "p") == rows
+    assert decode_rows(b"", "p") == []
+    with pytest.raises(SnapshotCorrupt, match=r"not JSON lines \(line 3: "):
+        decode_rows(data + b'{"id": 3,\n', "p")
+
+
 def test_ids_sort_by_creation_time_and_tables_map_to_safe_directories() -> None:
     ids = [new_snapshot_id(t, 5, "abc") for t in (1_700_000_000.001, 1_700_000_000.002, 1_800_000_000.0)]
     assert ids == sorted(ids) and ids[0] == "20231114T221320001Z-5-abc"

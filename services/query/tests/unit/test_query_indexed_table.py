@@ -12,7 +12,8 @@ import pytest
 from laredo_kernel.changes import Action, ColumnInfo, RowChange
 from laredo_kernel.position import Position
 from laredo_kernel.tuples import UNCHANGED
-from laredo_query.domain.errors import IndexNotFound, IndexUnavailable, InvalidKey, UniqueIndexViolation
+from laredo_query.domain.errors import (IndexNotFound, IndexUnavailable, InvalidKey, RowWithoutKey,
+                                        UniqueIndexViolation)
 from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.domain.indexes import LOOKUP, IndexDefinition, UniqueIndex
 from laredo_query.domain.keys import KeyKind, KeySpec
@@ -260,3 +261,26 @@ def test_lookup_first_returns_the_match_indexed_first_without_collecting_all() -
     assert table.lookup_first("by_status", ["other"]) is None
     assert table.lookup_first(LOOKUP, ["u9@example.com"]).key == 9
     assert table.lookup_first("primary", ["3"]).key == 3
+
+
+def test_loading_rows_equals_applying_their_inserts_and_returns_the_rejected() -> None:
+    rows = [row(1), row(2, status="paid"), row(3, email="u1@example.com"), row(2, status="void"),
+            row(4, email=None), row(5, email=None)]  # 3 takes 1's email; 2 comes twice; NULL emails never clash
+    loaded, applied = new_table(), new_table()
+    position = Position(0x200, 0)
+    rejected = loaded.load([dict(r) for r in rows], position)
+    refused = []
+    for values in rows:
+        try:
+            applied.apply(RowChange(position, Action.INSERT, None, dict(values)))
+        except UniqueIndexViolation as exc:
+            refused.append(str(exc))
+    assert [r.values for r in loaded.rows()] == [r.values for r in applied.rows()]
+    assert [(r.key, r.position) for r in loaded.rows()] == [(r.key, r.position) for r in applied.rows()]
+    assert loaded.index_stats() == applied.index_stats()
+    assert [str(e) for e in rejected] == refused and len(refused) == 1 and "u1@example.com" in refused[0]
+    assert_indexes_match_rows(loaded)
+    loaded.page(None, 10, start=True)  # the key order exists from here on and follows later loads
+    assert loaded.load([row(0)], position) == [] and ids(loaded.page(None, 10, start=True)[0])[0] == 0
+    with pytest.raises(RowWithoutKey):
+        loaded.load([{"email": "nokey@example.com"}], position)

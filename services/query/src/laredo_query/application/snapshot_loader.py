@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from laredo_kernel.changes import Action, RowChange
 from laredo_kernel.position import Position
 from laredo_core.snapshots.errors import SnapshotCorrupt
 from laredo_core.snapshots.format import Checksum, SnapshotManifest, SnapshotPart, decode_part, verify_part
 
-from laredo_query.domain.errors import ChangeRejected, RowWithoutKey
+from laredo_query.domain.errors import RowWithoutKey
 from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.domain.indexes import IndexDefinition
 
@@ -45,16 +44,14 @@ class SnapshotLoader:
         verify_part(part, data, self._where)
         self._parts += 1
         rows = decode_part(self.manifest.format, data, self._where)
-        apply, position = self.indexed.apply, self.position
-        for values in rows:
-            self.rows += 1
-            try:
-                apply(RowChange(position, Action.INSERT, None, values))
-            except RowWithoutKey as exc:
-                raise SnapshotCorrupt(f"{self._where}: {exc}") from None
-            except ChangeRejected as exc:
-                self.rejected += 1
-                self.first_rejection = self.first_rejection or str(exc)
+        self.rows += len(rows)
+        try:
+            rejected = self.indexed.load(rows, self.position)
+        except RowWithoutKey as exc:
+            raise SnapshotCorrupt(f"{self._where}: {exc}") from None
+        if rejected:
+            self.rejected += len(rejected)
+            self.first_rejection = self.first_rejection or str(rejected[0])
 
     def finish(self) -> IndexedTable:
         """The loaded table, once every part was added and the whole matches the manifest."""

@@ -18,8 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from laredo_kernel.changes import Action, ColumnInfo, RowChange
+from laredo_kernel.position import Position
 
-from laredo_query.domain.errors import IndexNotFound, IndexUnavailable
+from laredo_query.domain.errors import ChangeRejected, IndexNotFound, IndexUnavailable, RowWithoutKey
 from laredo_query.domain.indexes import LOOKUP, PRIMARY, Index, IndexDefinition, build_index
 from laredo_query.domain.keys import Key, KeySpec
 from laredo_query.domain.row_store import RowEffect, RowStore, StoredRow
@@ -95,6 +96,31 @@ class IndexedTable:
         if effect is not None:
             self._follow(effect)
         return effect
+
+    def load(self, rows: Iterable[dict[str, Any]], position: Position) -> list[ChangeRejected]:
+        """Apply each row (complete values, e.g. a snapshot's) as an INSERT at `position` would, and return what
+        was rejected (those rows are left out); RowWithoutKey ends the load. A row whose key is new and that no
+        unique index refuses is added without a change of its own: a snapshot's load is mostly such rows."""
+        insert_new, indexes = self._store.insert_new, list(self._indexes.values())
+        unique = [index for index in indexes if index.unique]
+        rejected: list[ChangeRejected] = []
+        for values in rows:
+            row = None
+            if not any(index.find_first(index.spec.of_row(values)) is not None for index in unique):
+                row = insert_new(values, position)
+            if row is None:  # the key is held or a unique index key is taken: as the change would go
+                try:
+                    self.apply(RowChange(position, Action.INSERT, None, values))
+                except RowWithoutKey:
+                    raise
+                except ChangeRejected as exc:
+                    rejected.append(exc)
+                continue
+            for index in indexes:
+                index.add(index.spec.of_row(values), row.key)
+            if self._order is not None:
+                self._order.add(row.key)
+        return rejected
 
     @property
     def baseline_in_progress(self) -> bool:
