@@ -189,6 +189,18 @@ def test_a_move_onto_another_rows_key_replaces_that_row(sink: Sink) -> None:
     assert sink.rows() == [{"id": 2, "v": "moved"}]
 
 
+@pytest.mark.parametrize("name", ["kernel-core", "fanout-table-state", "query-row-store"])
+def test_insert_new_adds_what_an_insert_of_a_new_key_adds_and_refuses_a_held_key(name: str) -> None:
+    loaded, applied = SINKS[name](), SINKS[name]()
+    applied.apply(ins({"id": 1, "v": "a"}))
+    applied.apply(ins({"id": 2, "v": "b"}))
+    assert loaded.table.insert_new({"id": 1, "v": "a"}, P) is not None
+    assert loaded.table.insert_new({"id": 2, "v": "b"}, P) is not None
+    assert loaded.table.insert_new({"id": 1, "v": "c"}, P) is None  # held: nothing changes
+    assert loaded.rows() == applied.rows() == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    assert [r.position for r in loaded.table.rows()] == [r.position for r in applied.table.rows()]
+
+
 def test_delete_by_key_or_by_the_whole_old_row(sink: Sink) -> None:
     for i in (1, 2, 3):
         sink.apply(ins({"id": i, "v": f"v{i}"}))
