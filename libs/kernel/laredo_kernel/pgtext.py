@@ -212,6 +212,26 @@ def _utf8(raw: bytes) -> str:
     return raw.decode("utf-8")
 
 
+def _timestamp_json(raw: bytes) -> str:
+    text = raw.decode("utf-8")
+    try:
+        return dt.datetime.fromisoformat(text).isoformat()
+    except ValueError:
+        return text  # as _timestamp: infinity, BC, years beyond 9999 stay PostgreSQL's text
+
+
+def _date_json(raw: bytes) -> str:
+    text = raw.decode("utf-8")
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        return text
+
+
+def _time_json(raw: bytes) -> str:
+    return dt.time.fromisoformat(raw.decode("utf-8")).isoformat()
+
+
 def _effective_scalar(type_oid: int, type_name: str, base_type_oid: int) -> int | None:
     """The scalar type whose converter converter_for() picks, or None for arrays and unknown types."""
     if type_oid in SCALARS:
@@ -227,7 +247,8 @@ _TEXT_OIDS = frozenset({18, 19, 25, 1042, 1043, 1186, 2950})
 _TYPED_FROM_BYTES: dict[int, BytesConverter] = {16: _bool_bytes, 20: int, 21: int, 23: int, 26: int}
 _JSON_FROM_BYTES: dict[int, BytesConverter] = {
     16: _bool_bytes, 20: _int8_json, 21: int, 23: int, 26: int, 700: _float_json, 701: _float_json,
-    1700: _numeric_json,
+    1700: _numeric_json, 1082: _date_json, 1083: _time_json, 1114: _timestamp_json, 1184: _timestamp_json,
+    1266: _time_json,
 }
 
 

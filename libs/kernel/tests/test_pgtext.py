@@ -93,3 +93,17 @@ def test_decimals_from_elsewhere_are_written_without_an_exponent(value: Decimal,
 def test_other_exact_types_keep_their_text_for_clients(oid: int, name: str, text: str) -> None:
     assert bytes_converter_for(oid, name, json_values=True)(text.encode()) == text
     assert to_json_value(convert_text(converter_for(oid, name), text.encode(), "c")) == text
+
+
+@pytest.mark.parametrize(("oid", "name", "text"), [
+    (1184, "timestamptz", "2026-01-02 03:04:05.123+00"), (1184, "timestamptz", "2026-01-02 03:04:05+05:30"),
+    (1184, "timestamptz", "1999-12-31 23:59:59.999999-08"), (1184, "timestamptz", "infinity"),
+    (1184, "timestamptz", "0044-03-15 12:00:00+00 BC"), (1114, "timestamp", "2026-01-02 03:04:05.5"),
+    (1114, "timestamp", "-infinity"), (1082, "date", "2026-02-28"), (1082, "date", "infinity"),
+    (1082, "date", "10000-01-01"), (1083, "time", "23:59:59.000001"), (1266, "timetz", "12:00:00+05"),
+    (1266, "timetz", "12:00:00.25-03:30"),
+])
+def test_dates_and_times_reach_clients_as_their_typed_value_would(oid: int, name: str, text: str) -> None:
+    """The JSON fast path gives what the typed value gives through to_json_value."""
+    assert bytes_converter_for(oid, name, json_values=True)(text.encode()) == to_json_value(
+        convert_text(converter_for(oid, name), text.encode(), "c"))
