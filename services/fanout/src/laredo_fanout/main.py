@@ -80,6 +80,7 @@ class FanoutApp:
     metrics: MetricsEndpoint | None = None  # GET /metrics on the health port
     grpc_port: int = 0
     health_port: int = 0
+    takes_snapshots: bool = True  # periodic and final ones (False: another worker of the service takes them)
     started: asyncio.Event = field(default_factory=asyncio.Event)
     _stopping: bool = False
     _collector_was_on: bool = True
@@ -111,7 +112,8 @@ class FanoutApp:
             self.health_port = health.port
             subscriptions = await self._restore()
             feed = run.spawn(self.feed.run(subscriptions, self.sink or self.replicator), "fanout-feed")
-            run.on_stop(self._final_snapshots)
+            if self.takes_snapshots:
+                run.on_stop(self._final_snapshots)
             self._background(run)
             if self.dead_letters is not None:
                 run.on_stop(self.dead_letters.flush)  # before the final snapshots move past their messages
@@ -145,7 +147,7 @@ class FanoutApp:
         return subscriptions
 
     def _background(self, run: ServiceRun) -> None:
-        for snapshots in self.targets.snapshots.values():
+        for snapshots in self.targets.snapshots.values() if self.takes_snapshots else ():
             run.spawn(snapshots.run(), f"snapshots:{snapshots.table}")
         run.spawn(self._prune_journals_by_age(), "journal-age")
         run.spawn(self._freeze_loaded_state(), "gc-freeze")
@@ -203,7 +205,7 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
           clock: Clock | None = None, observer: Observer | None = None, snapshot_store: SnapshotStore | None = None,
           coordination: CoordinationStore | None = None, drain_grace: str | None = None,
           instance_id: str = "", stream_tail: StreamTail | None = None,
-          dead_letter_store: DeadLetterStore | None = None) -> FanoutApp:
+          dead_letter_store: DeadLetterStore | None = None, takes_snapshots: bool = True) -> FanoutApp:
     """Wire the service from settings; the overrides replace real adapters (tests, embedding).
 
     snapshot_store replaces the configured store of every target that has a snapshot section.
@@ -211,6 +213,8 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
     stream_tail: what restores and replays read the stream tail with; by default JetStream, or the memory
     feed's messages when `feed` is a MemoryChangeFeed.
     dead_letter_store: replaces the JetStream dead-letter store (when dead_letters.enabled).
+    takes_snapshots: False leaves the periodic and final snapshots to another process (worker 0 of --workers);
+    this one still restores, lists, fetches and takes snapshots on demand.
     """
     config = read_fanout_config(settings, drain_grace=drain_grace)
     clock = clock or SystemClock()
@@ -250,7 +254,8 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
     observe(build_meter_provider(settings.telemetry, SERVICE_NAME, metrics=metrics).get_meter("laredo_fanout"),
             fanout_figures(targets))
     return FanoutApp(config, targets, replicator, feed, clock, tracer_provider, coordinator, sink=sink,
-                     dead_letters=dead_letters, front_door=settings.front_door, metrics=metrics)
+                     dead_letters=dead_letters, front_door=settings.front_door, metrics=metrics,
+                     takes_snapshots=takes_snapshots)
 
 
 def _rebuilds(config: FanoutConfig, instance_id: str, targets: FanoutTargets, encoder: ProtobufSyncEncoder,
@@ -301,7 +306,10 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 async def _main(settings: LaredoSettings, args: argparse.Namespace, stop: asyncio.Event) -> None:
-    app = build(settings, drain_grace=args.drain_grace)
+    worker = getattr(args, "worker_index", None)
+    app = build(settings, drain_grace=args.drain_grace, takes_snapshots=not worker)
+    if worker and app.targets.snapshots:
+        log.info("periodic and final snapshots are worker 0's: the workers share their stores")
     tables = ", ".join(str(t.table) for t in app.config.targets)
     log.info("fan-out for %s; NATS %s; drain grace %.1fs", tables, ", ".join(app.config.nats_urls),
              app.config.drain_grace)

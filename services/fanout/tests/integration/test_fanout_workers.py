@@ -41,7 +41,9 @@ async def test_two_workers_share_one_port(stream: Stream, nats_url: str, unique_
     await stream.publish(batches.baseline([row(1), row(2)]))
     grpc_port, health_port = free_port(), free_ports_in_a_row(2)
     config = tmp_path / "fanout.conf"
-    config.write_text(config_text(nats_url, unique_name, fanout=", instance_id = edge").replace(
+    store = tmp_path / "snapshots"  # shared by the workers: worker 0 alone takes the final snapshot
+    snapshots = f'snapshot {{ interval = 0, store = local, store_config {{ path = "{store}" }} }}'
+    config.write_text(config_text(nats_url, unique_name, target=snapshots, fanout=", instance_id = edge").replace(
         "port = 0 }, health_host = 127.0.0.1, health_port = 0",
         f"port = {grpc_port} }}, health_host = 127.0.0.1, health_port = {health_port}"))
     log_path = tmp_path / "fanout.log"
@@ -90,6 +92,7 @@ async def test_two_workers_share_one_port(stream: Stream, nats_url: str, unique_
         text = log_path.read_text()
         assert "[worker 0]" in text and "[worker 1]" in text
         assert "exited with code -9" in text  # the killed worker, logged as an error before its restart
+        assert len(list(store.rglob("manifest.json"))) == 1, text  # one final snapshot, not one per worker
     finally:
         for channel in channels:
             await channel.close()
