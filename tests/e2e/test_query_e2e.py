@@ -322,13 +322,12 @@ def reads(port: int) -> float:
 async def test_query_workers_answer_on_one_port(pipeline: Pipeline, tmp_path: Path) -> None:
     """`laredo-query --workers 2`: two whole instances on one port, both answering and both following changes."""
     p = pipeline
-    port, health = free_port(), free_ports_in_a_row(2)
+    port, health = free_port(), free_ports_in_a_row(3)  # the launcher's, then each worker's
     workers = ServiceProcess("query", p.query.config, health, tmp_path / "query-workers.log", extra_args=[
         "--workers", "2", "--set", f"query.grpc.port={port}", "--set", f"query.health_port={health}"])
     workers.start()
     try:
-        workers.wait_ready()
-        ServiceProcess("query", p.query.config, health + 1, workers.log_path).wait_ready()
+        workers.wait_ready()  # the launcher's health port: ready once both workers are
         schema, name = p.items.split(".")
         lookup = pb.LookupRequest(schema=schema, table=name, key_values=[value("u10@example.com")])
         p.sql(f"UPDATE {p.items} SET status = 'seen by both' WHERE id = 10")
@@ -343,7 +342,10 @@ async def test_query_workers_answer_on_one_port(pipeline: Pipeline, tmp_path: Pa
             return True
 
         await eventually(every_connection_sees_the_update, timeout=30, what="both workers to apply the update")
-        assert reads(health) > 0 and reads(health + 1) > 0
+        assert reads(health + 1) > 0 and reads(health + 2) > 0
+        merged = scrape(health)[0]  # the launcher's /metrics: every worker's, labelled with it
+        assert {dict(labels)["worker"] for (name, labels), count in merged.items()
+                if name == "laredo_query_reads_total" and count > 0} == {"0", "1"}
     finally:
         workers.stop()
     assert workers.proc is not None and workers.proc.returncode == 0

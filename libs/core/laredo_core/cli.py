@@ -100,7 +100,7 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
             from laredo_core.workers import KILL_AFTER, WorkerPlan, run_workers  # the launcher only
 
             plan = WorkerPlan(main.__module__, workers, args.workers, sys.argv[1:] if argv is None else argv, grace)
-            work = run_workers(prog, plan, getattr(settings, workers), stop)
+            work = run_workers(prog, plan, getattr(settings, workers), stop, settings.front_door.tls)
             await _run_until_stopped(prog, work, stop, grace + KILL_AFTER)
         else:
             await _run_until_stopped(prog, main(settings, args, stop), stop, grace)

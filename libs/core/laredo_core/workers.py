@@ -4,8 +4,10 @@ The launcher starts N workers, each a whole instance of the service (its own cop
 feed and front door) under an instance id of its own, all listening on the configured port: every listener
 sets SO_REUSEPORT (Envoy and grpcio do by default), so the kernel spreads new connections over them. Clients
 resume on any instance by sequence or WAL position, so which worker a reconnecting client reaches does not
-matter. Worker `i` serves health and metrics on health_port + i (each scraped on its own; a load balancer's
-probe of health_port asks worker 0), or on a port of its own when health_port is 0.
+matter. The launcher answers health_port for all its workers (laredo_core.worker_health: ready when every
+worker is, metrics labelled by worker) and worker `i` serves its own on health_port + 1 + i; when the launcher
+cannot ask them (health listeners that require client certificates) worker `i` serves health_port + i. With
+health_port 0 each worker picks a port of its own.
 
 The launcher holds the port from before the first worker starts until the last one stops (a bound socket that
 does not listen takes no connections), so port 0 works, and no other program takes the port between two
@@ -28,7 +30,11 @@ from dataclasses import dataclass
 
 from laredo_core.cli import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from laredo_core.config import ServiceEndpoint
+from laredo_core.frontdoor.settings import TlsSettings
+from laredo_core.health import HealthServer
+from laredo_core.runtime import cancel
 from laredo_core.subprocesses import tied_to_parent
+from laredo_core.worker_health import answers_for_workers, serve_worker_health
 from laredo_kernel.errors import ConfigError, LaredoError
 
 log = logging.getLogger(__name__)
@@ -51,10 +57,11 @@ class WorkerPlan:
     stop_grace: float  # what the service takes to stop once told to (drain included)
 
 
-def worker_arguments(plan: WorkerPlan, endpoint: ServiceEndpoint, index: int, port: int) -> list[str]:
+def worker_arguments(plan: WorkerPlan, endpoint: ServiceEndpoint, index: int, port: int,
+                     health_offset: int = 1) -> list[str]:
     """A worker's command line: the launcher's, as one worker, on the held port, with its own health port
-    and (when one is configured) instance id."""
-    health = endpoint.health_port + index if endpoint.health_port else 0
+    (health_port + health_offset + index) and (when one is configured) instance id."""
+    health = endpoint.health_port + health_offset + index if endpoint.health_port else 0
     overrides = [f"{plan.section}.grpc.port={port}", f"{plan.section}.health_port={health}"]
     if endpoint.instance_id:
         overrides.append(f"{plan.section}.instance_id={endpoint.instance_id}-w{index}")
@@ -80,21 +87,31 @@ def hold_port(host: str, port: int) -> socket.socket:
     return held
 
 
-async def run_workers(prog: str, plan: WorkerPlan, endpoint: ServiceEndpoint, stop: asyncio.Event) -> None:
+async def run_workers(prog: str, plan: WorkerPlan, endpoint: ServiceEndpoint, stop: asyncio.Event,
+                      health_tls: TlsSettings | None = None) -> None:
     """Run the workers until `stop` is set, then stop them all. Raises ConfigError when one refuses its
     configuration, LaredoError when one did not stop cleanly."""
-    _check_health_ports(plan, endpoint)
+    answers = bool(endpoint.health_port) and answers_for_workers(health_tls)  # else health_port is worker 0's
+    offset = 1 if answers else 0
+    _check_health_ports(plan, endpoint, offset)
     held = hold_port(endpoint.grpc_host, endpoint.grpc_port)
     port = held.getsockname()[1]
     log.info("%s: %d workers on %s:%d (SO_REUSEPORT)", prog, plan.count, endpoint.grpc_host, port)
-    workers = [_Worker(prog, i, worker_arguments(plan, endpoint, i, port)) for i in range(plan.count)]
+    workers = [_Worker(prog, i, worker_arguments(plan, endpoint, i, port, offset)) for i in range(plan.count)]
+    health: tuple[HealthServer, asyncio.Task[None]] | None = None
     try:
+        if answers:
+            health = await serve_worker_health(endpoint.health_host, endpoint.health_port, [
+                endpoint.health_port + offset + i for i in range(plan.count)], health_tls)
         for worker in workers:
             await worker.start()
         refused = await _watch(workers, stop)
     finally:
         codes = await asyncio.gather(*(w.stop(plan.stop_grace + KILL_AFTER) for w in workers))
         held.close()
+        if health is not None:
+            await health[0].stop()
+            await cancel([health[1]])
     if refused:
         raise ConfigError([f"a worker of {prog} refused its configuration; its log above says why"])
     failed = [w.name for w, code in zip(workers, codes) if code != EXIT_OK]
@@ -102,20 +119,22 @@ async def run_workers(prog: str, plan: WorkerPlan, endpoint: ServiceEndpoint, st
         raise LaredoError(f"{', '.join(failed)} did not stop cleanly; their log above says why")
 
 
-def _check_health_ports(plan: WorkerPlan, endpoint: ServiceEndpoint) -> None:
-    """Worker i listens on health_port + i: a port in use there would make that worker fail again and again."""
+def _check_health_ports(plan: WorkerPlan, endpoint: ServiceEndpoint, offset: int) -> None:
+    """Worker i listens on health_port + offset + i (the launcher on health_port when offset is 1): a port in
+    use there would make that worker fail again and again."""
     if not endpoint.health_port:
         return
-    for index in range(plan.count):
-        port = endpoint.health_port + index
+    for step in range(plan.count + offset):
+        port = endpoint.health_port + step
+        who = "the launcher" if step < offset else f"worker {step - offset} of {plan.count}"
         with _socket(endpoint.health_host) as probe:
             try:
                 probe.bind((endpoint.health_host, port))
             except OSError as exc:
                 raise ConfigError([
-                    f"{plan.section}.health_port: worker {index} of {plan.count} serves health on "
-                    f"{endpoint.health_host}:{port} ({plan.section}.health_port + {index}), which is taken "
-                    f"({exc.strerror}); choose a health_port followed by {plan.count - 1} free ports, or 0"]) from None
+                    f"{plan.section}.health_port: {who} serves health on {endpoint.health_host}:{port} "
+                    f"({plan.section}.health_port + {step}), which is taken ({exc.strerror}); choose a health_port "
+                    f"followed by {plan.count + offset - 1} free ports, or 0"]) from None
 
 
 async def _watch(workers: list[_Worker], stop: asyncio.Event) -> bool:

@@ -27,8 +27,10 @@ def test_each_worker_gets_the_held_port_its_own_health_port_and_instance_id() ->
     assert args[:3] == [sys.executable, "-m", "laredo_fanout.main"]
     # the launcher's own arguments first: the worker's come later and win
     assert args[3:] == ["--config", "f.conf", "--workers", "3", "--workers", "1", "--worker-index", "2",
-                        "--set", "fanout.grpc.port=4002", "--set", "fanout.health_port=8084",
+                        "--set", "fanout.grpc.port=4002", "--set", "fanout.health_port=8085",
                         "--set", "fanout.instance_id=edge-w2"]
+    # the launcher cannot ask its workers (health requires client certificates): health_port is worker 0's
+    assert "fanout.health_port=8084" in worker_arguments(plan, endpoint(), 2, 4002, health_offset=0)
 
 
 def test_unconfigured_ports_and_ids_stay_the_workers_own() -> None:
@@ -64,11 +66,11 @@ async def test_a_worker_that_refuses_its_configuration_stops_the_launch(tmp_path
 
 
 async def test_a_health_port_a_worker_cannot_have_is_refused_before_any_worker_starts() -> None:
-    first = free_ports_in_a_row(2)
+    first = free_ports_in_a_row(3)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", first + 1))
+        taken.bind(("127.0.0.1", first + 2))
         taken.listen()
         plan = WorkerPlan("laredo_query.main", "query", 2, [], 5.0)
-        with pytest.raises(ConfigError, match=rf"worker 1 of 2 serves health on 127.0.0.1:{first + 1} "
-                                              r"\(query.health_port \+ 1\), which is taken"):
+        with pytest.raises(ConfigError, match=rf"worker 1 of 2 serves health on 127.0.0.1:{first + 2} "
+                                              r"\(query.health_port \+ 2\), which is taken"):
             await run_workers("laredo-query", plan, endpoint(health_port=first), asyncio.Event())

@@ -31,6 +31,12 @@ async def ready(port: int) -> bool:
         return False
 
 
+async def not_ready(port: int) -> bool:
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/health/ready") as response:
+        answer = await response.json()
+        return response.status == 503 and [w["ready"] for w in answer["workers"]].count(False) == 1
+
+
 def worker_pids(launcher: int) -> set[int]:
     """The launcher's live children (its workers; their own children are Envoys)."""
     return {pid for pid in child_pids(launcher) if pid_alive(pid)}
@@ -39,7 +45,7 @@ def worker_pids(launcher: int) -> set[int]:
 async def test_two_workers_share_one_port(stream: Stream, nats_url: str, unique_name: str, tmp_path: Path) -> None:
     batches = Batches()
     await stream.publish(batches.baseline([row(1), row(2)]))
-    grpc_port, health_port = free_port(), free_ports_in_a_row(2)
+    grpc_port, health_port = free_port(), free_ports_in_a_row(3)  # the launcher's, then each worker's
     config = tmp_path / "fanout.conf"
     store = tmp_path / "snapshots"  # shared by the workers: worker 0 alone takes the final snapshot
     snapshots = f'snapshot {{ interval = 0, store = local, store_config {{ path = "{store}" }} }}'
@@ -53,8 +59,8 @@ async def test_two_workers_share_one_port(stream: Stream, nats_url: str, unique_
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     followers, channels = [], []
     try:
-        for port in (health_port, health_port + 1):
-            await eventually(lambda p=port: ready(p), timeout=30, what=f"the worker on health port {port}")
+        await eventually(lambda: ready(health_port), timeout=30, what="the launcher's health port ready")
+        assert await ready(health_port + 1) and await ready(health_port + 2)  # ready only once both workers are
         # every new connection is a new draw of the kernel's SO_REUSEPORT hash: both workers are reached (a
         # channel of its own subchannel pool: grpcio otherwise shares one connection between equal channels)
         seen: dict[str, object] = {}
@@ -78,10 +84,10 @@ async def test_two_workers_share_one_port(stream: Stream, nats_url: str, unique_
         assert len(workers) == 2
         killed = min(workers)
         os.kill(killed, signal.SIGKILL)
+        await eventually(lambda: not_ready(health_port), timeout=10, what="the launcher unready without a worker")
         await eventually(lambda: len(worker_pids(process.pid) - {killed}) == 2, timeout=30,
                          what="the launcher to start the killed worker again")
-        for port in (health_port, health_port + 1):
-            await eventually(lambda p=port: ready(p), timeout=30, what=f"the worker on health port {port} again")
+        await eventually(lambda: ready(health_port), timeout=30, what="the launcher ready again")
 
         for client in followers:
             client.cancel()
