@@ -72,9 +72,10 @@ class FanoutProcess:
                  envoy: str = "", door_limits: str = "", connect_venv: Path | None = None, workers: int = 1) -> None:
         """connect_venv: run bench/connect_fanout.py under that environment's pyvoy instead (see --connect-venv):
         clients Sync through connectrpc on pyvoy's port; status is read from the service's grpcio port.
-        workers: `laredo-fanout --workers N`, N processes on one port (worker i's health port: health_port + i)."""
+        workers: `laredo-fanout --workers N`, N processes on one port (the launcher answers health_port for all
+        of them, worker i its own on health_port + 1 + i)."""
         self.workers = workers
-        self.grpc_port, self.health_port = free_port(), free_ports_in_a_row(workers)
+        self.grpc_port, self.health_port = free_port(), free_ports_in_a_row(workers + 1 if workers > 1 else 1)
         self.connect_port = free_port() if connect_venv else 0
         self.front_door = front_door and not connect_venv
         self.config = run_dir / "fanout.conf"
@@ -129,18 +130,17 @@ front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if
                 pb.GetReplicationStatusRequest(schema="public", table=TABLE))
 
     async def journal_sequences(self) -> list[int]:
-        """Each worker's newest journal sequence (its /metrics; a call on the shared port reaches any worker)."""
+        """Each worker's newest journal sequence (the launcher's /metrics, labelled by worker; a call on the shared
+        port reaches any worker); 0 for a worker that did not answer."""
         if self.workers == 1:
             return [(await self.status()).current_sequence]
-        found = []
-        async with aiohttp.ClientSession() as http:
-            for port in range(self.health_port, self.health_port + self.workers):
-                async with http.get(f"http://127.0.0.1:{port}/metrics") as answer:
-                    families = text_string_to_metric_families(await answer.text())
-                found.append(max((int(sample.value) for family in families
-                                  if family.name == "laredo_fanout_journal_sequence" for sample in family.samples),
-                                 default=0))
-        return found
+        found = dict.fromkeys(map(str, range(self.workers)), 0)
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.health_port}/metrics") as answer:
+            for family in text_string_to_metric_families(await answer.text()):
+                for sample in family.samples if family.name == "laredo_fanout_journal_sequence" else ():
+                    worker = sample.labels["worker"]
+                    found[worker] = max(found[worker], int(sample.value))
+        return list(found.values())
 
     async def wait_sequence(self, sequence: int, timeout: float = 600) -> float:
         """Wait until the journal (every worker's) reached `sequence`; returns when (wall clock)."""

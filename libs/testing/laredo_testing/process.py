@@ -89,7 +89,8 @@ def free_port() -> int:
 
 
 def free_ports_in_a_row(count: int) -> int:
-    """A free port followed by count - 1 free ports (`--workers N`: worker i serves health on health_port + i)."""
+    """A free port followed by count - 1 free ports (`--workers N`: the launcher's health port, then each
+    worker's)."""
     while True:
         port = free_port()
         following = range(port + 1, port + count)
