@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
+
 import aiohttp
+import trustme
 from laredo_testing.eventually import eventually
 from laredo_testing.process import free_port
 from prometheus_client import Counter
@@ -72,3 +76,26 @@ def test_the_launcher_asks_its_workers_unless_their_health_requires_client_certi
     assert answers_for_workers(TlsSettings(cert="c.pem", key="k.pem"))
     assert not answers_for_workers(TlsSettings(cert="c.pem", key="k.pem", client_ca="ca.pem",
                                                require_client_cert=True))
+
+
+async def test_over_tls_the_launcher_asks_its_workers_and_answers_in_https(tmp_path: Path) -> None:
+    authority = trustme.CA()
+    issued = authority.issue_cert("localhost", "127.0.0.1")
+    cert, key, ca = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    authority.cert_pem.write_to_path(str(ca))
+    tls = TlsSettings(str(cert), str(key))
+    worker = await HealthServer("127.0.0.1", 0, ready=lambda: (True, {}), tls=tls).start()
+    server, poll = await serve_worker_health("127.0.0.1", 0, [worker.port], tls)
+    try:
+        trusted = ssl.create_default_context(cafile=str(ca))
+        async with aiohttp.ClientSession() as http:
+            async def ready() -> bool:
+                async with http.get(f"https://127.0.0.1:{server.port}/health/ready", ssl=trusted) as response:
+                    return response.status == 200
+            await eventually(ready, what="the launcher ready over HTTPS")
+    finally:
+        await server.stop()
+        await cancel([poll])
+        await worker.stop()
