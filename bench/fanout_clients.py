@@ -1,10 +1,10 @@
 """Lightweight Sync readers for bench/fanout.py, in their own process so the fan-out process is measured alone.
 
 Each stream parses its messages (protobuf in C), counts snapshot rows and journal entries, and notes the time
-its last expected entry arrived; with --latency it also notes now - entry.timestamp for every entry. Journal entries and snapshot batches are read
-only as far as that needs (an entry's sequence and commit time, a row's bytes): the readers share the machine
-with the fan-out, and parsing every row's values would measure them instead. Output:
-JSON lines on stdout: {"event": "live"} once every stream passed its handshake (and snapshot), then
+its last expected entry arrived; with --latency it also notes now - entry.timestamp for every entry. Journal
+entries and snapshot batches are read only as far as that needs (an entry's sequence and commit time, a row's
+bytes): the readers share the machine with the fan-out, and parsing every row's values would measure them
+instead. Output: JSON lines on stdout: {"event": "live"} once every stream passed its handshake (and snapshot), then
 {"event": "done", ...} with the counts, the finish time and latency percentiles.
 Usage (by bench/fanout.py): fanout_clients.py --address 127.0.0.1:4002 --clients 100 --batch 0 --until 5000
 """

@@ -7,8 +7,9 @@ appended and not yet offered to it, plus those queued and not yet written) is it
 client_buffer.max_size, in every phase: beyond it, drop_disconnect ends the client, slow_down releases
 the journal's pin and goes on at its pace (until pruning overtakes it); the lag is checked as entries are
 appended, within TableReplica's BACKLOG_CHECK_INTERVAL while the client is still taking earlier messages.
-Schema change notifications are queued right after the entry they follow; heartbeats when nothing was queued for heartbeat_interval;
-GoAway once, when draining, whatever the phase (right after the handshake at the earliest).
+Schema change notifications are queued right after the entry they follow; heartbeats when nothing was queued
+for heartbeat_interval; GoAway once, when draining, whatever the phase (right after the handshake at the
+earliest).
 """
 
 from __future__ import annotations

@@ -183,6 +183,8 @@ class TableReplica:
         """The message of `entries`, consecutive entries of the journal (as read from it), built once for every
         client that reads the same ones: clients keeping up read the same new entries, and catching-up clients
         read in chunks that end on multiples of their batch size (see SessionProducer._next)."""
+        if len(entries) == 1:
+            return entries[0].encoded  # an entry is its own message
         key = (entries[0], entries[-1])  # entries compare by identity: the ends name the whole run
         message = self._messages.get(key)
         if message is None:
