@@ -101,13 +101,14 @@ class IndexedTable:
         """Apply each row (complete values, e.g. a snapshot's) as an INSERT at `position` would, and return what
         was rejected (those rows are left out); RowWithoutKey ends the load. A row whose key is new and that no
         unique index refuses is added without a change of its own: a snapshot's load is mostly such rows."""
-        insert_new, indexes = self._store.insert_new, list(self._indexes.values())
-        unique = [index for index in indexes if index.unique]
+        insert_new = self._store.insert_new
+        indexes = [(index, index.spec.of_row, index.find_first if index.unique else None)
+                   for index in self._indexes.values()]
         rejected: list[ChangeRejected] = []
         for values in rows:
-            row = None
-            if not any(index.find_first(index.spec.of_row(values)) is not None for index in unique):
-                row = insert_new(values, position)
+            keys = [of_row(values) for _, of_row, _ in indexes]
+            taken = any(find is not None and find(key) is not None for (_, _, find), key in zip(indexes, keys))
+            row = None if taken else insert_new(values, position)
             if row is None:  # the key is held or a unique index key is taken: as the change would go
                 try:
                     self.apply(RowChange(position, Action.INSERT, None, values))
@@ -116,8 +117,8 @@ class IndexedTable:
                 except ChangeRejected as exc:
                     rejected.append(exc)
                 continue
-            for index in indexes:
-                index.add(index.spec.of_row(values), row.key)
+            for (index, _, _), key in zip(indexes, keys):
+                index.add(key, row.key)
             if self._order is not None:
                 self._order.add(row.key)
         return rejected
