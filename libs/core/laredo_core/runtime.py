@@ -101,6 +101,7 @@ async def cancel(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
     loop that retries what failed would then run on for ever.
     """
     pending = {t for t in tasks if t is not None}
+    rounds = 0
     while pending:
         for task in pending:
             task.cancel()
@@ -109,5 +110,24 @@ async def cancel(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
             if not task.cancelled():
                 task.exception()  # read, so asyncio does not report it again as never retrieved
         if pending:
+            rounds += 1
             log.warning("%d task(s) still running after being cancelled (%s); cancelling again", len(pending),
                         ", ".join(sorted(t.get_name() for t in pending)))
+            if rounds == 3:  # where they wait, once: what holds a task that does not end
+                for task in pending:
+                    log.warning("task %s still waits at:\n%s", task.get_name(), _where(task))
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    """The task's chain of awaits, outermost first (Task.get_stack shows only the outermost coroutine)."""
+    lines, awaited = [], task.get_coro()
+    while awaited is not None and len(lines) < 40:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None and not hasattr(awaited, "cr_await"):
+            lines.append(f"  awaiting {awaited!r:.200}\n")  # a future, or something that is not a coroutine
+            break
+        if frame is not None:
+            lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}\n")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return "".join(lines) or "  (no frame)\n"
+

@@ -119,3 +119,28 @@ async def test_cancel_cancels_again_a_task_that_lost_its_cancellation(monkeypatc
     await asyncio.sleep(0)
     await asyncio.wait_for(cancel([task, None]), 5)
     assert task.cancelled() and lost
+
+
+async def test_a_task_that_keeps_losing_its_cancellation_is_shown_where_it_waits(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(runtime, "CANCEL_AGAIN_AFTER", 0.02)
+    lost = []
+
+    async def deep_wait() -> None:
+        await asyncio.sleep(10)
+
+    async def swallowing_four_times() -> None:
+        while True:
+            try:
+                await deep_wait()
+            except asyncio.CancelledError:
+                if len(lost) == 4:
+                    raise
+                lost.append(True)
+
+    task = asyncio.create_task(swallowing_four_times(), name="stubborn")
+    await asyncio.sleep(0)
+    await asyncio.wait_for(cancel([task]), 5)
+    assert task.cancelled()
+    assert caplog.text.count("task stubborn still waits at:") == 1  # once, after the third round
+    assert "in swallowing_four_times" in caplog.text and "in deep_wait" in caplog.text
