@@ -131,3 +131,18 @@ def _where(task: asyncio.Task[Any]) -> str:
         awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
     return "".join(lines) or "  (no frame)\n"
 
+
+
+async def run_together(*work: Coroutine[Any, Any, Any]) -> None:
+    """Run the coroutines side by side until all end; the first failure cancels the rest and is raised. What
+    asyncio.TaskGroup does, except that a cancellation reaches every coroutine again until it ends (see cancel()):
+    a TaskGroup cancels its tasks once, and one that lost that cancellation would hold it, and its caller, for
+    ever."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in work]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        await cancel([task for task in tasks if not task.done()])

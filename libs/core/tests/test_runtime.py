@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from laredo_core import runtime
-from laredo_core.runtime import ServiceRun, cancel, listen, until_stopped_or_failed
+from laredo_core.runtime import ServiceRun, cancel, listen, run_together, until_stopped_or_failed
 from laredo_kernel.errors import LaredoError
 
 
@@ -144,3 +144,45 @@ async def test_a_task_that_keeps_losing_its_cancellation_is_shown_where_it_waits
     assert task.cancelled()
     assert caplog.text.count("task stubborn still waits at:") == 1  # once, after the third round
     assert "in swallowing_four_times" in caplog.text and "in deep_wait" in caplog.text
+
+
+async def test_run_together_reaches_a_coroutine_that_lost_its_cancellation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio.TaskGroup cancels its tasks once: one that lost that cancellation would hold its caller for ever."""
+    monkeypatch.setattr(runtime, "CANCEL_AGAIN_AFTER", 0.05)
+    lost = []
+
+    async def loses_one() -> None:
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                if lost:
+                    raise
+                lost.append(True)
+
+    together = asyncio.create_task(run_together(loses_one(), asyncio.sleep(10)))
+    await asyncio.sleep(0.01)
+    together.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(together, 5)
+    assert lost
+
+
+async def test_run_together_raises_the_first_failure_and_cancels_the_rest() -> None:
+    cancelled = []
+
+    async def waits() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def fails() -> None:
+        await asyncio.sleep(0.01)
+        raise ValueError("broken")
+
+    with pytest.raises(ValueError, match="broken"):
+        await asyncio.wait_for(run_together(waits(), fails()), 5)
+    assert cancelled
+    await asyncio.wait_for(run_together(asyncio.sleep(0), asyncio.sleep(0.01)), 5)  # all end: it returns

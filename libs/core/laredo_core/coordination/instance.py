@@ -30,6 +30,7 @@ from laredo_core.coordination.ports import (
     CoordinationStore,
     CoordinationUnavailable,
 )
+from laredo_core.runtime import run_together
 
 if TYPE_CHECKING:
     from laredo_core.rebuild.instance import InstanceRebuilds
@@ -90,12 +91,8 @@ class InstanceCoordinator:
         shared, own = self.command_targets
         shared_group = f"{shared}:{self.instance_id}" if self.shared is SharedTarget.EVERY_INSTANCE else None
         try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self.heartbeat.run())
-                for loop in alongside:
-                    group.create_task(loop())
-                group.create_task(self._serve(shared, group_name=shared_group))
-                group.create_task(self._serve(own, group_name=None))
+            await run_together(self.heartbeat.run(), *(loop() for loop in alongside),
+                               self._serve(shared, group_name=shared_group), self._serve(own, group_name=None))
         finally:
             if self.rebuilds is not None:
                 await asyncio.shield(self.rebuilds.aclose())

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from laredo_core.coordination.outage import OutageLog
 from laredo_core.coordination.ports import InstanceStatus
 from laredo_core.coordination.status_reports import instance_from_event
+from laredo_core.runtime import run_together
 
 from laredo_oam.application.reports import Reports
 from laredo_oam.application.status_view import system_status_of
@@ -73,9 +74,7 @@ class InstanceTracker:
                 await events.join()
             await self.refresh()
             self.seeded.set()
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self._follow_events(events))
-                group.create_task(self._keep_refreshing())
+            await run_together(self._follow_events(events), self._keep_refreshing())
         finally:
             self.seeded.set()
             await events.aclose()

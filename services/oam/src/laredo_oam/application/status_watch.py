@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 
-from laredo_core.runtime import cancel
+from laredo_core.runtime import cancel, run_together
 from laredo_kernel.changes import TableId
 
 from laredo_oam.application.instance_tracker import InstanceTracker
@@ -171,10 +171,7 @@ class StatusWatch:
         await cancel([task])
 
     async def _run(self, tracker: InstanceTracker) -> None:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(tracker.run())
-            if self._tail is not None:
-                group.create_task(self._tail_rows(self._tail))
+        await run_together(tracker.run(), *([self._tail_rows(self._tail)] if self._tail is not None else []))
 
     async def _tail_rows(self, tail: ChangeTail) -> None:
         try:
