@@ -102,20 +102,22 @@ async def test_closing_quietly_takes_plain_and_coroutine_functions_and_never_rai
     assert "the session: closing failed (ConnectionError: server gone)" in caplog.text
 
 
+async def loses_one_cancellation(lost: list[bool]) -> None:
+    """Sleeps on after its first cancellation (as Python 3.11's asyncio.wait_for can lose one, and a loop that
+    retries goes on); ends at the next."""
+    while True:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            if lost:
+                raise
+            lost.append(True)
+
+
 async def test_cancel_cancels_again_a_task_that_lost_its_cancellation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtime, "CANCEL_AGAIN_AFTER", 0.05)
-    lost = []
-
-    async def retrying_for_ever() -> None:
-        while True:
-            try:
-                await asyncio.sleep(10)
-            except asyncio.CancelledError:
-                if lost:
-                    raise
-                lost.append(True)  # as Python 3.11's asyncio.wait_for can lose one, and the loop goes on
-
-    task = asyncio.create_task(retrying_for_ever())
+    lost: list[bool] = []
+    task = asyncio.create_task(loses_one_cancellation(lost))
     await asyncio.sleep(0)
     await asyncio.wait_for(cancel([task, None]), 5)
     assert task.cancelled() and lost
@@ -149,18 +151,8 @@ async def test_a_task_that_keeps_losing_its_cancellation_is_shown_where_it_waits
 async def test_run_together_reaches_a_coroutine_that_lost_its_cancellation(monkeypatch: pytest.MonkeyPatch) -> None:
     """asyncio.TaskGroup cancels its tasks once: one that lost that cancellation would hold its caller for ever."""
     monkeypatch.setattr(runtime, "CANCEL_AGAIN_AFTER", 0.05)
-    lost = []
-
-    async def loses_one() -> None:
-        while True:
-            try:
-                await asyncio.sleep(10)
-            except asyncio.CancelledError:
-                if lost:
-                    raise
-                lost.append(True)
-
-    together = asyncio.create_task(run_together(loses_one(), asyncio.sleep(10)))
+    lost: list[bool] = []
+    together = asyncio.create_task(run_together(loses_one_cancellation(lost), asyncio.sleep(10)))
     await asyncio.sleep(0.01)
     together.cancel()
     with pytest.raises(asyncio.CancelledError):
