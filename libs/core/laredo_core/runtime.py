@@ -132,7 +132,6 @@ def _where(task: asyncio.Task[Any]) -> str:
     return "".join(lines) or "  (no frame)\n"
 
 
-
 async def run_together(*work: Coroutine[Any, Any, Any]) -> None:
     """Run the coroutines side by side until all end; the first failure cancels the rest and is raised. What
     asyncio.TaskGroup does, except that a cancellation reaches every coroutine again until it ends (see cancel()):

@@ -38,9 +38,9 @@ StatusFn = Callable[[], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
 class InstanceHeartbeat:
     """Stores this instance's status every `interval` seconds with a `ttl`, for as long as `run()` runs.
 
-    `run()` is meant for the service's TaskGroup: it never raises except CancelledError, because coordination
-    must never stop a service that moves data. An unreachable store logs one warning when the outage starts
-    and one info line when it ends; a `status_fn` that fails or returns something not JSON-compatible logs
+    `run()` runs beside the instance's other loops (runtime.run_together): it never raises except
+    CancelledError, because coordination must never stop a service that moves data. An unreachable store logs
+    one warning when the outage starts and one info line when it ends; a `status_fn` that fails or returns something not JSON-compatible logs
     once and is reported as `{"status_error": ...}`, so the instance stays visible; any other error of a
     heartbeat is logged once per run of failures.
 
