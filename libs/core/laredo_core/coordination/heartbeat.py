@@ -40,9 +40,9 @@ class InstanceHeartbeat:
 
     `run()` runs beside the instance's other loops (runtime.run_together): it never raises except
     CancelledError, because coordination must never stop a service that moves data. An unreachable store logs
-    one warning when the outage starts and one info line when it ends; a `status_fn` that fails or returns something not JSON-compatible logs
-    once and is reported as `{"status_error": ...}`, so the instance stays visible; any other error of a
-    heartbeat is logged once per run of failures.
+    one warning when the outage starts and one info line when it ends; a `status_fn` that fails or returns
+    something not JSON-compatible logs once and is reported as `{"status_error": ...}`, so the instance stays
+    visible; any other error of a heartbeat is logged once per run of failures.
 
     While the store is unreachable, beats are retried every OUTAGE_RETRY seconds (or `interval` if shorter).
     `poke()` reports a state change at once (see its docstring). Every stored record gets a stamp
