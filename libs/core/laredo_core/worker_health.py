@@ -80,6 +80,8 @@ class WorkerHealth:
         try:
             async with self._get(f"{base}/health/ready") as response:
                 answer = await response.json(content_type=None)
+                if not isinstance(answer, dict):  # not a health answer: whatever listens there is not the worker
+                    raise ValueError(f"HTTP {response.status} with {str(answer)[:100]!r}")
                 return {**answer, "ready": response.status == 200 and answer.get("ready") is True}
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             return {"ready": False, "error": f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import aiohttp
 import trustme
+from aiohttp import web
 from laredo_testing.eventually import eventually
 from laredo_testing.process import free_port
 from prometheus_client import Counter
@@ -28,7 +29,16 @@ async def test_ready_when_every_worker_is_and_metrics_labelled_by_worker() -> No
         workers.append(await HealthServer("127.0.0.1", 0, ready=lambda i=index: (states[i], {"tables": i}),
                                           metrics=metrics).start())
     gone = free_port()  # a third worker that does not answer (restarting)
-    server, poll = await serve_worker_health("127.0.0.1", 0, [w.port for w in workers] + [gone], None)
+    stranger = web.Application()  # and on a fourth port something else, answering JSON that is not health's
+    async def not_health(_: web.Request) -> web.Response:
+        return web.json_response([1])
+
+    stranger.router.add_get("/health/ready", not_health)
+    runner = web.AppRunner(stranger)
+    await runner.setup()
+    other = free_port()
+    await web.TCPSite(runner, "127.0.0.1", other).start()
+    server, poll = await serve_worker_health("127.0.0.1", 0, [w.port for w in workers] + [gone, other], None)
     base = f"http://127.0.0.1:{server.port}"
     try:
         async with aiohttp.ClientSession() as http:
@@ -38,8 +48,9 @@ async def test_ready_when_every_worker_is_and_metrics_labelled_by_worker() -> No
 
             await eventually(lambda: _asked(ready), what="the workers asked")
             status, answer = await ready()
-            assert status == 503 and [w["ready"] for w in answer["workers"]] == [True, False, False]
+            assert status == 503 and [w["ready"] for w in answer["workers"]] == [True, False, False, False]
             assert answer["workers"][1]["tables"] == 1 and "error" in answer["workers"][2]
+            assert "HTTP 200 with '[1]'" in answer["workers"][3]["error"]
             async with http.get(f"{base}/metrics") as response:
                 text = await response.text()
             reads = {s.labels["worker"]: s.value for f in text_string_to_metric_families(text)
@@ -59,6 +70,7 @@ async def test_ready_when_every_worker_is_and_metrics_labelled_by_worker() -> No
         await cancel([poll])
         for worker in workers:
             await worker.stop()
+        await runner.cleanup()
 
 
 async def _status(http: aiohttp.ClientSession, port: int, expected: int) -> bool:
