@@ -59,11 +59,8 @@ def run_service(prog: str, description: str, main: Callable[[LaredoSettings, arg
 
     `validate` checks the service's own configuration (raising ConfigError) before anything starts, so
     --check-config covers it too. `stop_grace`: the seconds `main` has to return once the stop event is set
-    (default STOP_GRACE); after them it is cancelled, and CANCEL_GRACE later the process exits anyway, so a
-    service whose PostgreSQL or NATS stopped answering still stops in time. A second signal cancels at once.
-
-    `workers`: the configuration section of the service's endpoint (fanout, query) when it can run as several
-    processes on one port (`--workers N`, see laredo_core.workers).
+    (default STOP_GRACE; see _run_until_stopped). `workers`: the configuration section of the service's endpoint
+    (fanout, query) when it can run as several processes on one port (`--workers N`, see laredo_core.workers).
 
     Secrets never leave (laredo_core.redaction): once the file is read, every configured secret value is known
     to the process's Redactor; log lines (message, exception, stack) and what is printed are scrubbed with it.

@@ -1,8 +1,4 @@
-"""A grpc.aio server with health checking and reflection, and services registered under alias names.
-
-With the front door (the default), the configured address is served by Envoy, speaking gRPC, Connect and
-gRPC-Web (see laredo_core.frontdoor), and grpcio listens on a private Unix socket behind it.
-"""
+"""A grpc.aio server with health checking and reflection, and services registered under alias names."""
 
 from __future__ import annotations
 

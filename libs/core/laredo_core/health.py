@@ -1,8 +1,5 @@
-"""HTTP health endpoints for every service: GET /health/live and GET /health/ready (200 or 503, JSON), and
-GET /metrics (Prometheus text format; see laredo_core.metrics).
-
-With the shared `tls { cert, key, client_ca, require_client_cert }` section the listener speaks HTTPS only
-(a cleartext request gets 426 and what to do)."""
+"""HTTP health endpoints for every service: GET /health/live and /health/ready (200 or 503, JSON), GET /metrics;
+with the shared `tls` section HTTPS only (a cleartext request gets 426 and what to do)."""
 
 from __future__ import annotations
 
@@ -49,25 +46,21 @@ class HealthServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         try:
-            await self._listen()
+            if self._tls is not None:
+                self._tls_listener = TlsOnlyListener(self._runner.server, server_ssl_context(self._tls))
+                await self._tls_listener.start(self._host, self._requested_port)
+                self.port = self._tls_listener.port
+            else:
+                site = web.TCPSite(self._runner, self._host, self._requested_port)
+                await site.start()
+                server = site._server  # aiohttp exposes the bound socket only here
+                self.port = server.sockets[0].getsockname()[1] if server and server.sockets else self._requested_port
         except BaseException:
             await self.stop()
             raise
         log.info("health endpoints on %s://%s:%d/health/{live,ready}%s%s", self.scheme, self._host, self.port,
                  " and /metrics" if self.metrics is not None else "", _client_certs(self._tls))
         return self
-
-    async def _listen(self) -> None:
-        assert self._runner is not None
-        if self._tls is not None:
-            self._tls_listener = TlsOnlyListener(self._runner.server, server_ssl_context(self._tls))
-            await self._tls_listener.start(self._host, self._requested_port)
-            self.port = self._tls_listener.port
-        else:
-            site = web.TCPSite(self._runner, self._host, self._requested_port)
-            await site.start()
-            server = site._server  # aiohttp exposes the bound socket only here
-            self.port = server.sockets[0].getsockname()[1] if server and server.sockets else self._requested_port
 
     @property
     def scheme(self) -> str:

@@ -1,9 +1,8 @@
 """Prometheus /metrics on every service's health port: the service's OpenTelemetry instruments, scraped.
 
 Each service keeps one registry of its own (not prometheus_client's process-wide one, so services sharing a
-process never mix their figures), filled at each scrape by a PrometheusMetricReader on the service's
-MeterProvider, plus the process's CPU, memory and file descriptors. The instruments are mostly observable: a
-scrape reads the figures the service keeps anyway, so its hot paths pay nothing for being measured.
+process never mix their figures). The instruments are mostly observable: a scrape reads the figures the
+service keeps anyway, so its hot paths pay nothing for being measured.
 """
 
 from __future__ import annotations

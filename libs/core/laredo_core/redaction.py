@@ -1,21 +1,11 @@
 """The one rule that keeps secrets inside: what counts as a secret, and how it is shown (`***`).
 
-Every service applies it to what leaves the process: RPC answers that carry configuration (OAM's ListTables,
-GetStatus), the status instances store in the coordination store, health bodies, log lines and error messages,
-and `--check-config` output. Three layers, each a pure function of its input:
-
-- by key name (`redact_tree`): the value of a key such as `secret_key`, `access_key`, `password`, `token`,
-  `credentials`, `authorization` or `private_key` (case-insensitive, at any depth) becomes `***`;
-- inside connection strings (`redact_url`, also applied to every string of a tree): the password of
-  `postgresql://app:pw@db/x`, `redis://:pw@r`, `nats://user:pw@n` (a bare `nats://token@n` is a token),
-  libpq's `host=db password=pw`, a secret-named query parameter, `Authorization: Bearer ...`;
-- by value (`Redactor.text`): every secret value the configuration holds (collected by `secret_values`,
-  including tokens read from files and environment variables the `auth` section names), wherever it appears,
-  e.g. in `user:pw@host` that a library printed without the scheme.
-
-The user name, host, port and database stay visible; S3 access keys are redacted as fully as secret keys.
-The process's Redactor (`activate`, `active`) is set once the configuration is loaded (laredo_core.cli), so
-the log filter and the status heartbeat know the configured values.
+Applied to everything that leaves a process (RPC answers that carry configuration, the status in the coordination
+store, health bodies, log lines, error messages, `--check-config`) in three pure layers: by key name
+(`redact_tree`), inside connection strings (`redact_url`), and by value (`Redactor.text`: every secret value the
+configuration holds, wherever it appears). User names, hosts, ports and databases stay visible; S3 access keys
+are redacted as fully as secret keys. The process's Redactor (`activate`) is set once the configuration is loaded
+(laredo_core.cli), so the log filter and the status heartbeat know the configured values.
 """
 
 from __future__ import annotations
@@ -75,12 +65,10 @@ def redact_tree(value: Any, scrub: Any = redact_url) -> Any:
     strings, booleans and None stay, so "not set" remains visible); every other string goes through `scrub`.
     """
     if isinstance(value, Mapping):
-        return {key: _hidden(item) if is_secret_key(key) else redact_tree(item, scrub) for key, item in value.items()}
+        return {key: redact_tree(item, _hidden if is_secret_key(key) else scrub) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_tree(item, scrub) for item in value]
-    if isinstance(value, str):
-        return scrub(value)
-    return value
+    return scrub(value) if isinstance(value, str) or scrub is _hidden else value
 
 
 def secret_values(tree: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> frozenset[str]:
@@ -106,9 +94,7 @@ def url_secrets(text: str) -> set[str]:
     for match in _KEY_VALUE.finditer(text):
         value = match["value"]
         found.update((value, value[1:-1] if value[:1] in "'\"" else value, unquote(value)))
-    found.discard("")
-    found.discard(REDACTED)
-    return found
+    return found - {"", REDACTED}
 
 
 class Redactor:
@@ -205,15 +191,9 @@ def _redact_key_value(match: re.Match[str]) -> str:
     return f"{match['key']}{match['sep']}{quote}{REDACTED}{quote}"
 
 
-def _hidden(value: Any) -> Any:
-    """A secret-named key's value: every non-empty string or number leaf becomes ***."""
-    if isinstance(value, Mapping):
-        return {key: _hidden(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_hidden(item) for item in value]
-    if isinstance(value, bool) or value is None or value == "":
-        return value
-    return REDACTED
+def _hidden(leaf: Any) -> Any:
+    """A leaf below a secret-named key: every non-empty string or number becomes ***."""
+    return leaf if isinstance(leaf, bool) or leaf is None or leaf == "" else REDACTED
 
 
 def _collect(value: Any, secret: bool, environ: Mapping[str, str], found: set[str]) -> None:

@@ -1,6 +1,4 @@
-"""What every service's run() shares: one ServiceRun that stops what it started in reverse order, listening
-with a clear error, serving until stopped (or until the task that must run forever ends), cancelling background
-work."""
+"""What every service's run() shares: ServiceRun, serving until stopped or failed, cancelling background work."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class ServiceRun:
+class ServiceRun(contextlib.AsyncExitStack):
     """One run of a service: what it starts is stopped in reverse order (last started, first stopped), however
     the run ends (stopped, its essential task failed, start-up failed, cancelled).
 
@@ -31,49 +29,42 @@ class ServiceRun:
     """
 
     def __init__(self, service: str, on_stopping: Callable[[], None] = lambda: None) -> None:
+        super().__init__()
         self._service = service
         self._on_stopping = on_stopping
-        self._stack = contextlib.AsyncExitStack()
-
-    async def __aenter__(self) -> ServiceRun:
-        await self._stack.__aenter__()
-        return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         trace: TracebackType | None) -> bool:
         self._on_stopping()
-        return await self._stack.__aexit__(kind, error, trace)
+        return await super().__aexit__(kind, error, trace)
 
     async def listen(self, keys: str, starting: Awaitable[T], stop: Callable[[T], Awaitable[Any]]) -> T:
-        """A server started (a port in use names `keys`, the settings to change); `stop(server)` when ending."""
-        server = await listen(self._service, keys, starting)
-        self._stack.push_async_callback(stop, server)
+        """A server started (a port that cannot be bound becomes an error naming `keys`, the settings to change);
+        `stop(server)` when ending."""
+        try:
+            server = await starting
+        except OSError as exc:
+            raise LaredoError(f"{self._service} cannot listen: {exc}; choose a free port with {keys} "
+                              "(0 picks one)") from exc
+        self.push_async_callback(stop, server)
         return server
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """A background task, cancelled (and awaited) when the run ends."""
         task = asyncio.create_task(work, name=name)
-        self._stack.push_async_callback(cancel, [task])
+        self.push_async_callback(cancel, [task])
         return task
 
     def on_stop(self, step: Callable[..., Any], *args: Any) -> None:
         """`step(*args)` (a function or a coroutine function) runs when the run ends, before what started
         earlier is stopped."""
-        self._stack.push_async_callback(_call, step, *args)
+        self.push_async_callback(_call, step, *args)
 
 
 async def _call(step: Callable[..., Any], *args: Any) -> None:
     result = step(*args)
     if inspect.isawaitable(result):
         await result
-
-
-async def listen(service: str, keys: str, starting: Awaitable[T]) -> T:
-    """Await a server's start; a port that cannot be bound becomes an error naming the settings to change."""
-    try:
-        return await starting
-    except OSError as exc:
-        raise LaredoError(f"{service} cannot listen: {exc}; choose a free port with {keys} (0 picks one)") from exc
 
 
 async def until_stopped_or_failed(stop: asyncio.Event, essential: asyncio.Task[None],

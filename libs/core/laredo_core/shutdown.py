@@ -15,11 +15,9 @@ CLOSE_TIMEOUT = 3.0
 
 async def close_quietly(what: str, close: Callable[[], Awaitable[object] | object],
                         timeout: float = CLOSE_TIMEOUT) -> None:
-    """Run `close()` (a coroutine function or a plain one) for at most `timeout` seconds; a timeout or an error is logged (naming `what`), not raised.
-
-    Stopping goes on either way: the server at the other end may be gone, and a connection that cannot say
-    goodbye is closed by the process ending.
-    """
+    """Run `close()` (a coroutine function or a plain one) for at most `timeout` seconds; a timeout or an error is
+    logged (naming `what`), not raised: the server at the other end may be gone, and a connection that cannot say
+    goodbye is closed by the process ending."""
     try:
         async with asyncio.timeout(timeout):
             result = close()

@@ -10,16 +10,12 @@ from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
-
-def _load_prctl() -> Callable[..., int] | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
-    except (OSError, AttributeError):  # not Linux: the service's own stop still ends its children
-        return None
-
-
-#: Looked up here, in the parent: between fork and exec the child only makes the call.
-_PRCTL = _load_prctl()
+# Looked up here, in the parent: between fork and exec the child only makes the call.
+_PRCTL: Callable[..., int] | None
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: the service's own stop still ends its children
+    _PRCTL = None
 
 
 def _die_with_parent() -> None:

@@ -1,15 +1,13 @@
 """One health address for a service run as `--workers N`: the launcher answers health_port for all its workers.
 
-Worker `i` serves its own endpoints on health_port + 1 + i; the launcher asks each of them and answers
-- GET /health/live: 200 while the launcher runs (it starts a dead worker again), with each worker's answer;
+The launcher asks each worker's own endpoints (see laredo_core.workers) and answers
+- GET /health/live: 200 while the launcher runs (it starts a dead worker again);
 - GET /health/ready: 200 when every worker answers ready, 503 otherwise, with each worker's answer (a worker
   that is restarting, or does not answer within a second, is not ready);
-- GET /metrics: every worker's metrics, each sample labelled `worker="<i>"`; a worker that does not answer is
-  left out of that scrape and logged.
+- GET /metrics: every worker's metrics, each sample labelled `worker="<i>"` (a worker that does not answer is
+  left out of that scrape and logged).
 Readiness is asked every half second and kept, so a probe never waits on the workers. With TLS on the health
-listeners (front_door.tls), the launcher asks its workers over HTTPS on loopback without checking their
-certificate; it has no client certificate, so with require_client_cert each worker keeps its own port and
-health_port is worker 0's, as without the launcher's answers (see laredo_core.workers).
+listeners, the launcher asks its workers over HTTPS on loopback without checking their certificate.
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ The launcher starts N workers, each a whole instance of the service (its own cop
 feed and front door) under an instance id of its own, all listening on the configured port: every listener
 sets SO_REUSEPORT (Envoy and grpcio do by default), so the kernel spreads new connections over them. Clients
 resume on any instance by sequence or WAL position, so which worker a reconnecting client reaches does not
-matter. The launcher answers health_port for all its workers (laredo_core.worker_health: ready when every
-worker is, metrics labelled by worker) and worker `i` serves its own on health_port + 1 + i; when the launcher
-cannot ask them (health listeners that require client certificates) worker `i` serves health_port + i. With
-health_port 0 each worker picks a port of its own.
+matter. The launcher answers health_port for all its workers (laredo_core.worker_health) and worker `i` serves
+its own on health_port + 1 + i; when the launcher cannot ask them (health listeners that require client
+certificates) worker `i` serves health_port + i. With health_port 0 each worker picks a port of its own.
 
 The launcher holds the port from before the first worker starts until the last one stops (a bound socket that
 does not listen takes no connections), so port 0 works, and no other program takes the port between two
@@ -65,10 +64,8 @@ def worker_arguments(plan: WorkerPlan, endpoint: ServiceEndpoint, index: int, po
     overrides = [f"{plan.section}.grpc.port={port}", f"{plan.section}.health_port={health}"]
     if endpoint.instance_id:
         overrides.append(f"{plan.section}.instance_id={endpoint.instance_id}-w{index}")
-    args = [*plan.argv, "--workers", "1", "--worker-index", str(index)]
-    for override in overrides:
-        args += ["--set", override]
-    return [sys.executable, "-m", plan.module, *args]
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    return [sys.executable, "-m", plan.module, *plan.argv, "--workers", "1", "--worker-index", str(index), *sets]
 
 
 def _socket(host: str) -> socket.socket:

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from laredo_core import runtime
-from laredo_core.runtime import ServiceRun, cancel, listen, run_together, until_stopped_or_failed
+from laredo_core.runtime import ServiceRun, cancel, run_together, until_stopped_or_failed
 from laredo_kernel.errors import LaredoError
 
 
@@ -19,7 +19,9 @@ async def test_a_port_in_use_names_the_settings_to_change() -> None:
     port = taken.getsockname()[1]
     try:
         with pytest.raises(LaredoError, match=r"fan-out cannot listen: .*fanout\.grpc\.port.*\(0 picks one\)"):
-            await listen("fan-out", "fanout.grpc.port", asyncio.start_server(lambda r, w: None, "127.0.0.1", port))
+            async with ServiceRun("fan-out") as run:
+                await run.listen("fanout.grpc.port", asyncio.start_server(lambda r, w: None, "127.0.0.1", port),
+                                 asyncio.Server.wait_closed)
     finally:
         taken.close()
 

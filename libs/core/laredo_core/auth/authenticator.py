@@ -20,9 +20,9 @@ class Authenticator:
     one cannot be)."""
 
     def __init__(self, settings: AuthSettings, *, trust_client_cert_header: bool,
-                 verifier: JwtVerifier | None = None, environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None) -> None:
         self._tokens = resolve_tokens(settings.tokens, environ)
-        self._jwt = verifier or (JwtVerifier(settings.jwt) if settings.jwt is not None else None)
+        self._jwt = JwtVerifier(settings.jwt) if settings.jwt is not None else None
         self._certificates = settings.certificates if trust_client_cert_header else ()
 
     def authenticate(self, metadata: Mapping[str, str], method: str) -> Identity | Refusal:

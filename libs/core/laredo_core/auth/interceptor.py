@@ -19,16 +19,13 @@ from google.protobuf.message import Message
 
 from laredo_core.auth.authenticator import Authenticator
 from laredo_core.auth.identity import Identity
-from laredo_core.auth.policy import Refusal, RefusalKind, check_role, check_tables
+from laredo_core.auth.policy import Refusal, check_role, check_tables
 from laredo_core.auth.rules import OPEN_METHODS, TableScope, every_table, method_rules
 from laredo_core.auth.settings import AuthSettings
-from laredo_core.frontdoor.codec import BAD_BODY, message_types
+from laredo_core.frontdoor.codec import BAD_BODY, message_types, refusing_behaviour
 from laredo_core.frontdoor.envoy_config import CODEC_HEADER
 
 log = logging.getLogger(__name__)
-
-_CODES = {RefusalKind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
-          RefusalKind.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED}
 
 
 def _metadata(pairs: Sequence[tuple[str, Any]] | None) -> dict[str, str]:
@@ -82,46 +79,34 @@ async def _abort(context: grpc.aio.ServicerContext, refusal: Refusal | None, met
         return
     log.warning("refused %s from %s (credential %s): %s %s", method, _peer(metadata, context),
                 refusal.credential or "none", refusal.kind.value, refusal.message)
-    await context.abort(_CODES[refusal.kind], refusal.message)
+    await context.abort(grpc.StatusCode[refusal.kind.value], refusal.message)
 
 
 def _refusing(handler: grpc.RpcMethodHandler | None, refusal: Refusal | None, method: str,
               metadata: Mapping[str, str]) -> grpc.RpcMethodHandler:
     """A handler of the call's shape that only refuses (the request is never read)."""
-    async def refuse(_: Any, context: grpc.aio.ServicerContext) -> None:
-        await _abort(context, refusal, method, metadata)
-
-    async def refuse_stream(_: Any, context: grpc.aio.ServicerContext) -> Any:
-        await _abort(context, refusal, method, metadata)
-        yield  # pragma: no cover - abort raises
-
     requests = handler is not None and handler.request_streaming
     responses = handler is not None and handler.response_streaming
-    behaviour = refuse_stream if responses else refuse
+    behaviour = refusing_behaviour(lambda context: _abort(context, refusal, method, metadata), responses)
     make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
             (True, False): grpc.stream_unary_rpc_method_handler,
             (True, True): grpc.stream_stream_rpc_method_handler}[(requests, responses)]
     return make(behaviour)
 
 
-def _decoder(method: str, metadata: Mapping[str, str]) -> Callable[[Any], Message]:
-    """The request as a message, whatever form the inner interceptors left it in (proto or JSON bytes)."""
+def _checking_tables(handler: grpc.RpcMethodHandler, identity: Identity, method: str, scope: TableScope,
+                     metadata: Mapping[str, str]) -> grpc.RpcMethodHandler:
+    """The handler, after checking the tables its request names against a table-limited credential."""
     request_type = message_types(method)[0]  # type: ignore[index] - a method with a rule is in the pool
     json_call = metadata.get(CODEC_HEADER) == "json"
 
     def decode(request: Any) -> Message:
+        """The request as a message, whatever form the inner interceptors left it in (proto or JSON bytes)."""
         if isinstance(request, Message):
             return request
         if json_call:
             return json_format.Parse(bytes(request).decode("utf-8") or "{}", request_type())
         return request_type.FromString(bytes(request))
-    return decode
-
-
-def _checking_tables(handler: grpc.RpcMethodHandler, identity: Identity, method: str, scope: TableScope,
-                     metadata: Mapping[str, str]) -> grpc.RpcMethodHandler:
-    """The handler, after checking the tables its request names against a table-limited credential."""
-    decode = _decoder(method, metadata)
 
     async def admitted(request: Any, context: grpc.aio.ServicerContext) -> None:
         try:

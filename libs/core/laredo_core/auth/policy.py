@@ -13,6 +13,7 @@ from laredo_core.auth.identity import Identity
 from laredo_core.auth.rules import MethodRule
 
 
+#: Each kind is named as the gRPC status a refusal is answered with.
 class RefusalKind(enum.Enum):
     UNAUTHENTICATED = "UNAUTHENTICATED"  # no credential, or one that does not verify
     PERMISSION_DENIED = "PERMISSION_DENIED"  # a known credential without the role or the tables

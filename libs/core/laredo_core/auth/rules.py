@@ -73,9 +73,7 @@ def watched(request: Any) -> frozenset[str] | None:
 
 def readiness(request: Any) -> frozenset[str] | None:
     """CheckReady: one pipeline, else one table, else (a source or everything) every table."""
-    if request.pipeline_id:
-        return pipeline(request)
-    return table_field(request)
+    return pipeline(request) if request.pipeline_id else table_field(request)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,11 +43,6 @@ class TokenSettings:
     where: str
     tables: frozenset[str] | None = None
 
-    @property
-    def origin(self) -> str:
-        return {"file": f"file {self.where}", "env": f"environment variable {self.where}"}.get(self.source,
-                                                                                            "sha256")
-
 
 @dataclass(frozen=True, slots=True)
 class TokenCredential:
@@ -86,6 +81,7 @@ class AuthSettings:
     tokens: tuple[TokenSettings, ...] = ()
     jwt: JwtSettings | None = None
     certificates: tuple[CertificateIdentity, ...] = ()
+
 
 def parse_auth(raw: Mapping[str, Any], problems: list[str], *, client_ca: bool,
                front_door: bool) -> AuthSettings | None:
@@ -172,12 +168,14 @@ def _digest(token: TokenSettings, environ: Mapping[str, str]) -> bytes:
             raise ValueError(f"no file at {token.where!r}: it should hold the token") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read {token.where!r}: {type(exc).__name__}") from None
+        origin = f"file {token.where}"
     else:
         value = environ.get(token.where, "").strip()
         if not value:
             raise ValueError(f"environment variable {token.where} is not set or empty: it should hold the token")
+        origin = f"environment variable {token.where}"
     if len(value) < MIN_TOKEN_LENGTH:
-        raise ValueError(f"the token in {token.origin} has {len(value)} characters; use at least "
+        raise ValueError(f"the token in {origin} has {len(value)} characters; use at least "
                          f"{MIN_TOKEN_LENGTH} random ones (e.g. openssl rand -hex 32)")
     return token_digest(value)
 

@@ -8,9 +8,13 @@ e.g. `Hash=ab12…;Subject="CN=ops-client,O=Example";URI=spiffe://example.org/op
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 HEADER = "x-forwarded-client-cert"
+#: An attribute of a distinguished name: up to an unescaped "," or "+" (a backslash escapes the next character).
+_ATTRIBUTE = re.compile(r"(?:[^,+\\]|\\.)+", re.DOTALL)
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,21 +60,8 @@ def _unquote(value: str) -> str:
 
 def common_name(subject: str) -> str:
     """The CN of an RFC 2253 distinguished name ("CN=ops,O=Example"); "" when it has none."""
-    attributes, current, escaped = [], [], False
-    for char in subject:
-        if escaped:
-            current.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char in ",+":
-            attributes.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    attributes.append("".join(current))
-    for attribute in attributes:
-        key, sep, value = attribute.partition("=")
+    for attribute in _ATTRIBUTE.findall(subject):
+        key, sep, value = _ESCAPED.sub(r"\1", attribute).partition("=")
         if sep and key.strip().upper() in ("CN", "COMMONNAME", "2.5.4.3"):
             return value.strip()
     return ""

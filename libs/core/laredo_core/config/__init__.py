@@ -5,21 +5,16 @@ from laredo_core.config.settings import (
     ENDPOINT_KEYS,
     SOURCE_COMMON_KEYS,
     LaredoSettings,
-    ReconnectSettings,
-    RedisSettings,
     ServiceEndpoint,
-    SourceSettings,
-    StreamSettings,
     TableSettings,
     TargetSettings,
     TelemetrySettings,
     load_settings,
-    check_service_section,
     service_reader,
 )
 
 __all__ = [
-    "ENDPOINT_KEYS", "SOURCE_COMMON_KEYS", "check_service_section", "service_reader", "LaredoSettings", "Reader", "ReconnectSettings", "RedisSettings", "ServiceEndpoint", "SourceSettings",
-    "StreamSettings", "TableSettings", "TargetSettings", "TelemetrySettings", "load_settings", "load_tree",
-    "json_values", "parse_duration",
+    "ENDPOINT_KEYS", "SOURCE_COMMON_KEYS", "LaredoSettings", "Reader", "ServiceEndpoint", "TableSettings",
+    "TargetSettings", "TelemetrySettings", "json_values", "load_settings", "load_tree", "parse_duration",
+    "service_reader",
 ]

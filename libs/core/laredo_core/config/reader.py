@@ -77,24 +77,20 @@ def _plain(value: Any) -> Any:
 def _set_path(tree: Any, keys: list[str], value: str, origin: str, problems: list[str]) -> None:
     node = tree
     for i, key in enumerate(keys):
-        last = i == len(keys) - 1
         if isinstance(node, list):
             if not key.isdigit() or int(key) >= len(node):
                 problems.append(f"{origin}: {'.'.join(keys[:i + 1])} is not an element of a {len(node)}-element list")
                 return
-            if last:
-                node[int(key)] = value
-            else:
-                node = node[int(key)]
-            continue
-        if not isinstance(node, dict):
+            slot: Any = int(key)
+        elif isinstance(node, dict):
+            slot = next((k for k in node if k.lower() == key.lower()), key)
+        else:
             problems.append(f"{origin}: {'.'.join(keys[:i])} is a value, not a section")
             return
-        match = next((k for k in node if k.lower() == key.lower()), key)
-        if last:
-            node[match] = value
+        if i == len(keys) - 1:
+            node[slot] = value
         else:
-            node = node.setdefault(match, {})
+            node = node.setdefault(slot, {}) if isinstance(node, dict) else node[slot]
 
 
 class Reader:

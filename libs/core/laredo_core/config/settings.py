@@ -288,8 +288,6 @@ def _endpoint(r: Reader, *, grpc: bool = True, grpc_port: int = 0, health_port: 
 
 def _legacy_grpc_port(root: Reader) -> int:
     """Upstream's top-level grpc.port names the OAM port; oam.grpc.port wins when both are set."""
-    if not root.has("grpc"):
-        return 4001
     return root.section("grpc").integer("port", 4001, minimum=0, maximum=65535)
 
 
@@ -306,11 +304,3 @@ def service_reader(options: Mapping[str, Any], path: str, problems: list[str], *
     if "grpc" in known and isinstance(options.get("grpc"), Mapping):
         reader.section("grpc").check_unknown(also_known=("host", "port"))
     return reader
-
-
-def check_service_section(options: Mapping[str, Any], name: str, *, grpc: bool = True) -> None:
-    """Raise ConfigError for unknown keys in a service section that has no keys of its own."""
-    known = ENDPOINT_KEYS if grpc else tuple(k for k in ENDPOINT_KEYS if k != "grpc")
-    reader = service_reader(options, name, [], known=known)
-    reader.check_unknown()
-    reader.raise_if_problems()

@@ -1,9 +1,4 @@
-"""The status heartbeat every instance runs against the CoordinationStore, with immediate reports of state changes.
-
-LeaderLease (ingest's leader lease) lives in laredo_core.coordination.lease and is re-exported here.
-
-Only the port is used here (no Redis import), so services' application layers may use these helpers.
-"""
+"""The status heartbeat every instance runs against the CoordinationStore, with immediate reports of state changes."""
 
 from __future__ import annotations
 
@@ -38,18 +33,15 @@ StatusFn = Callable[[], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
 class InstanceHeartbeat:
     """Stores this instance's status every `interval` seconds with a `ttl`, for as long as `run()` runs.
 
-    `run()` runs beside the instance's other loops (runtime.run_together): it never raises except
-    CancelledError, because coordination must never stop a service that moves data. An unreachable store logs
-    one warning when the outage starts and one info line when it ends; a `status_fn` that fails or returns
-    something not JSON-compatible logs once and is reported as `{"status_error": ...}`, so the instance stays
-    visible; any other error of a heartbeat is logged once per run of failures.
+    `run()` never raises except CancelledError: coordination must never stop a service that moves data. An
+    unreachable store logs once per outage (and is retried every OUTAGE_RETRY seconds); a `status_fn` that fails
+    or returns something not JSON-compatible logs once and is reported as `{"status_error": ...}`, so the
+    instance stays visible; any other error of a heartbeat is logged once per run of failures.
 
-    While the store is unreachable, beats are retried every OUTAGE_RETRY seconds (or `interval` if shorter).
-    `poke()` reports a state change at once (see its docstring). Every stored record gets a stamp
-    (`heartbeat_unix_ms`, wall-clock milliseconds) that increases strictly per instance, and writes are
-    serialized, so the store never holds an older status after a newer one and watchers can order records.
-    Every record also carries `started_unix_ms`: when this heartbeat was set up, i.e. when the instance started
-    (OAM's GetStatus `started_at`).
+    Every stored record gets a stamp (`heartbeat_unix_ms`, wall-clock milliseconds) that increases strictly per
+    instance, and writes are serialized, so the store never holds an older status after a newer one and
+    watchers can order records. `started_unix_ms` is when this heartbeat was set up (OAM's GetStatus
+    `started_at`).
     """
 
     def __init__(self, store: CoordinationStore, service: str, instance_id: str, status_fn: StatusFn,
@@ -107,21 +99,18 @@ class InstanceHeartbeat:
         `instance_status` event if `announce`; False if the store is unreachable."""
         async with self._writing:
             while self._poked:
-                if not await self._store_status(await self._resolve(self._poked.popleft()), announce=True):
-                    self._poked.clear()
+                if not await self._store_next_poked():
                     return False
-            return await self._store_status(await self._status(), announce=announce)
+            return await self._store_status(await self._resolve(None), announce=announce)
 
     def poke(self) -> None:
         """Store and announce the status now, because the instance's state just changed.
 
-        Fire-and-forget and never blocking: the status is taken at once (a synchronous `status_fn` is called
-        here), then stored and published as an `instance_status` event (laredo_core.coordination.
-        status_reports) by a background task, in poke order. Identical consecutive statuses are coalesced;
-        at most POKE_BACKLOG wait while the store is slow (the oldest are dropped); an unreachable store only
-        logs (the outage log the heartbeat shares) and drops what waits, since the next heartbeat stores the
-        current status anyway. Before `run()` starts, pokes wait for its first heartbeat, which stores them
-        first; with heartbeats off (run() never called) at most POKE_BACKLOG of them are kept.
+        Never blocks: the status is taken at once (a synchronous `status_fn` is called here), then stored and
+        published as an `instance_status` event by a background task, in poke order. Identical consecutive
+        statuses are coalesced; at most POKE_BACKLOG wait (the oldest are dropped); an unreachable store drops
+        what waits, since the next heartbeat stores the current status anyway. Before `run()` starts, pokes
+        wait for its first heartbeat.
         """
         status = self._status_now()
         if self._poked and self._poked[-1] == status:
@@ -147,11 +136,7 @@ class InstanceHeartbeat:
         try:
             while self._poked:
                 async with self._writing:
-                    if not self._poked:
-                        return
-                    status = await self._resolve(self._poked.popleft())
-                    if not await self._store_status(status, announce=True):
-                        self._poked.clear()
+                    if self._poked and not await self._store_next_poked():
                         return
             self._poke_failing = False
         except Exception:  # noqa: BLE001 - a poke must never disturb the service; the heartbeat catches up
@@ -160,6 +145,13 @@ class InstanceHeartbeat:
                                  "heartbeat reports the current status", self.service, self.instance_id)
             self._poke_failing = True
             self._poked.clear()
+
+    async def _store_next_poked(self) -> bool:
+        """Store the oldest poked status (the caller holds `_writing`); an unreachable store drops the rest."""
+        if await self._store_status(await self._resolve(self._poked.popleft()), announce=True):
+            return True
+        self._poked.clear()
+        return False
 
     async def _store_status(self, status: Mapping[str, Any], *, announce: bool) -> bool:
         # What an instance reports (last errors included) may quote a connection string: it leaves scrubbed.
@@ -196,17 +188,9 @@ class InstanceHeartbeat:
         return value
 
     async def _resolve(self, poked: Mapping[str, Any] | None) -> Mapping[str, Any]:
-        return await self._status() if poked is None else await self._checked(poked)
-
-    async def _status(self) -> Mapping[str, Any]:
+        """A poked status checked, or (None) the status computed now."""
         try:
-            value = self._status_fn()
-        except Exception as exc:  # noqa: BLE001 - a broken status must not stop the heartbeat
-            return self._status_error(exc)
-        return await self._checked(value)
-
-    async def _checked(self, value: Mapping[str, Any] | Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
-        try:
+            value = self._status_fn() if poked is None else poked
             status = await value if inspect.isawaitable(value) else value
             to_json(f"status of {self.service} instance {self.instance_id}", status)
         except Exception as exc:  # noqa: BLE001 - a broken status must not stop the heartbeat

@@ -1,15 +1,10 @@
 """One instance of a service in the coordination store: its status heartbeat and the commands addressed to it.
 
-Commands arrive for two targets: `<service>:*` (the service's shared target) and `<service>:<instance_id>`
-(this instance only). Who reads the shared target is a SharedTarget: every instance, each with a consumer
-group of its own (a broadcast: fan-out, query), or one instance out of all, through one group they share
-(work done once: the snapshot service). Each command is answered by the instance's rebuilds when it is a
-RESTORE, REPLAY or STOP_REPLAY and the instance runs rebuilds, otherwise by the service's `execute`; the
-result is stored for the sender. A result that cannot be stored is logged: the command is then redelivered
-and executed again, so every `execute` must be idempotent by command id.
-
-Only the port is used here (no Redis import), so services' application layers may use this. Coordination
-never stops the data path: an unreachable store only delays heartbeats and commands.
+Commands arrive for `<service>:*` (read as SharedTarget says) and `<service>:<instance_id>`. RESTORE, REPLAY and
+STOP_REPLAY go to the instance's rebuilds (when it runs any), the rest to the service's `execute`; the result is
+stored for the sender. A result that cannot be stored is logged: the command is then redelivered and executed
+again, so every `execute` must be idempotent by command id. An unreachable store only delays heartbeats and
+commands, never the data path.
 """
 
 from __future__ import annotations
@@ -23,13 +18,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from laredo_core.coordination.heartbeat import InstanceHeartbeat
-from laredo_core.coordination.ports import (
-    Command,
-    CommandResult,
-    CommandStatus,
-    CoordinationStore,
-    CoordinationUnavailable,
-)
+from laredo_core.coordination.ports import (Command, CommandResult, CommandStatus, CoordinationStore,
+                                            CoordinationUnavailable)
 from laredo_core.runtime import run_together
 
 if TYPE_CHECKING:
@@ -53,8 +43,8 @@ Loop = Callable[[], Coroutine[Any, Any, None]]
 class SharedTarget(enum.Enum):
     """Who reads the commands sent to `<service>:*`."""
 
-    EVERY_INSTANCE = "every_instance"  # each instance with its own consumer group: a broadcast
-    ONE_INSTANCE = "one_instance"  # one consumer group for all instances: each command is done by one of them
+    EVERY_INSTANCE = "every_instance"  # each instance with its own consumer group: a broadcast (fan-out, query)
+    ONE_INSTANCE = "one_instance"  # one group for all instances: each command done once (the snapshot service)
 
 
 class InstanceCoordinator:

@@ -1,5 +1,4 @@
-"""Leadership of a named lease through the CoordinationStore, renewed in the background (ingest's one reader per
-source). Only the port is used here (no Redis import), so services' application layers may use it."""
+"""Leadership of a named lease through the CoordinationStore, renewed in the background (one ingest per source)."""
 
 from __future__ import annotations
 
@@ -77,7 +76,8 @@ class LeaderLease:
 
     async def release(self) -> None:
         """Stop renewing and free the lease; if the store is unreachable the lease lapses after its ttl."""
-        await self._stop_renewing()
+        task, self._renewal = self._renewal, None
+        await cancel([task])
         self._valid_until = 0.0
         try:
             await self._store.release_lease(self.name, self.holder)
@@ -89,10 +89,6 @@ class LeaderLease:
         self.lost.clear()
         if self._renewal is None or self._renewal.done():
             self._renewal = asyncio.create_task(self._keep_renewing(), name=f"lease-renewal:{self.name}")
-
-    async def _stop_renewing(self) -> None:
-        task, self._renewal = self._renewal, None
-        await cancel([task])
 
     async def _keep_renewing(self) -> None:
         loop = asyncio.get_running_loop()

@@ -1,8 +1,7 @@
 """In-memory CoordinationStore with injectable faults: the fake for unit tests and the single-process mode.
 
-It keeps the Redis adapter's semantics (see redis_store.py), so the contract tests run unchanged on both:
-records round-trip through the same JSON forms, commands live in per-target streams with consumer groups,
-pending entries and idle-time redelivery, results are kept `result_ttl` seconds and the first one wins.
+It keeps the Redis adapter's semantics (see redis_store.py: the same JSON forms, consumer groups, idle-time
+redelivery, first result wins), so the contract tests run unchanged on both.
 
 Faults: `unavailable = True` makes every call raise CoordinationUnavailable (iterators pause quietly and go
 on when it is reset), `delay` makes every call wait that many seconds first, `clock` is the TTL clock (pass a
@@ -18,28 +17,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from laredo_core.coordination.memory_streams import MemoryStreams
-from laredo_core.coordination.memory_subscriptions import MemoryCommandSubscription, MemoryEventSubscription
-from laredo_core.coordination.ports import (
-    Command,
-    CommandKind,
-    CommandResult,
-    CoordinationUnavailable,
-    Event,
-    InstanceStatus,
-)
-from laredo_core.coordination.records import (
-    check_name,
-    command_to_json,
-    event_to_json,
-    finished_result,
-    instance_from_json,
-    instance_to_json,
-    new_command,
-    positive_seconds,
-    result_from_json,
-    result_to_json,
-)
+from laredo_core.coordination.memory_streams import MemoryCommandSubscription, MemoryEventSubscription, MemoryStreams
+from laredo_core.coordination.ports import (Command, CommandKind, CommandResult, CoordinationUnavailable, Event,
+                                            InstanceStatus)
+from laredo_core.coordination.records import (check_name, command_to_json, event_to_json, finished_result,
+                                              instance_from_json, instance_to_json, new_command, positive_seconds,
+                                              result_from_json, result_to_json)
 
 __all__ = ["InMemoryCoordinationStore", "ManualClock", "MemoryCommandSubscription", "MemoryEventSubscription"]
 
@@ -71,14 +54,13 @@ class InMemoryCoordinationStore:
         self.stream_maxlen = stream_maxlen
         self.event_buffer = event_buffer
         self.delay = 0.0
-        self.dropped_events = 0
         self._unavailable = False
         self._instances: dict[tuple[str, str], tuple[str, float]] = {}
         self._leases: dict[str, tuple[str, float]] = {}
-        self._streams = MemoryStreams(lambda: self.clock())
+        self.streams = MemoryStreams(lambda: self.clock())  # the subscriptions call ensure_reachable() first
         self._results: dict[str, tuple[str, float]] = {}
         self._deliveries: dict[str, dict[DeliveryKey, None]] = {}
-        self._watchers: set[MemoryEventSubscription] = set()
+        self.watchers: set[MemoryEventSubscription] = set()  # the subscriptions add and remove themselves
         self._changed = asyncio.Event()
 
     @property
@@ -97,7 +79,7 @@ class InMemoryCoordinationStore:
         """
         self._instances.clear()
         self._leases.clear()
-        self._streams.clear()
+        self.streams.clear()
         self._results.clear()
         self._notify()
 
@@ -128,40 +110,33 @@ class InMemoryCoordinationStore:
 
     async def acquire_lease(self, name: str, holder: str, ttl: float) -> bool:
         await self.ensure_reachable()
-        if self._live_lease(check_name("lease name", name)) not in (None, holder):
+        if self._live(self._leases, check_name("lease name", name)) not in (None, holder):
             return False
         self._leases[name] = (check_name("lease holder", holder), self.clock() + positive_seconds("ttl", ttl))
         return True
 
     async def renew_lease(self, name: str, holder: str, ttl: float) -> bool:
         await self.ensure_reachable()
-        if self._live_lease(name) != holder:
+        if self._live(self._leases, name) != holder:
             return False
         self._leases[name] = (holder, self.clock() + positive_seconds("ttl", ttl))
         return True
 
     async def release_lease(self, name: str, holder: str) -> None:
         await self.ensure_reachable()
-        if self._live_lease(name) == holder:
+        if self._live(self._leases, name) == holder:
             del self._leases[name]
 
     async def lease_holder(self, name: str) -> str | None:
         await self.ensure_reachable()
-        return self._live_lease(name)
-
-    def _live_lease(self, name: str) -> str | None:
-        holder, expires_at = self._leases.get(name, (None, 0.0))
-        if holder is not None and expires_at <= self.clock():
-            del self._leases[name]
-            return None
-        return holder
+        return self._live(self._leases, name)
 
     # Commands
 
     async def send_command(self, target: str, kind: CommandKind, args: Mapping[str, Any] | None = None) -> str:
         await self.ensure_reachable()
         command = new_command(target, kind, args, self._now_ms())
-        self._streams.append(target, command_to_json(command), self.stream_maxlen)
+        self.streams.append(target, command_to_json(command), self.stream_maxlen)
         self._notify()
         return command.command_id
 
@@ -171,7 +146,7 @@ class InMemoryCoordinationStore:
     async def complete_command(self, command: Command, result: CommandResult) -> None:
         await self.ensure_reachable()
         text = result_to_json(finished_result(command, result, self._now_ms()))
-        if self._live_result(command.command_id) is None:
+        if self._live(self._results, command.command_id) is None:
             self._results[command.command_id] = (text, self.clock() + self.result_ttl)
         self._ack_one_delivery(command.command_id)
         self._notify()
@@ -181,7 +156,7 @@ class InMemoryCoordinationStore:
         deadline = loop.time() + timeout
         while True:
             await self.ensure_reachable()
-            text = self._live_result(command_id)
+            text = self._live(self._results, command_id)
             if text is not None:
                 return result_from_json(text)
             remaining = deadline - loop.time()
@@ -189,25 +164,26 @@ class InMemoryCoordinationStore:
                 return None
             await self.wait_for_change(remaining)
 
-    def _live_result(self, command_id: str) -> str | None:
-        text, expires_at = self._results.get(command_id, (None, 0.0))
-        if text is not None and expires_at <= self.clock():
-            del self._results[command_id]
+    def _live(self, records: dict[str, tuple[str, float]], key: str) -> str | None:
+        """The record under `key` unless its ttl lapsed (then it is dropped)."""
+        value, expires_at = records.get(key, (None, 0.0))
+        if value is not None and expires_at <= self.clock():
+            del records[key]
             return None
-        return text
+        return value
 
     # Events
 
     async def publish_event(self, event: Event) -> None:
         await self.ensure_reachable()
         text = event_to_json(replace(event, unix_ms=event.unix_ms or self._now_ms()))
-        for watcher in list(self._watchers):
+        for watcher in list(self.watchers):
             watcher.offer(text)
 
     def events(self) -> MemoryEventSubscription:
         return MemoryEventSubscription(self)
 
-    # Used by the subscriptions (memory_subscriptions.py)
+    # Used by the subscriptions (memory_streams.py)
 
     async def ensure_reachable(self) -> None:
         if self.delay:
@@ -222,24 +198,6 @@ class InMemoryCoordinationStore:
             async with asyncio.timeout(timeout):
                 await changed.wait()
 
-    def add_watcher(self, watcher: MemoryEventSubscription) -> None:
-        self._watchers.add(watcher)
-
-    def remove_watcher(self, watcher: MemoryEventSubscription) -> None:
-        self._watchers.discard(watcher)
-
-    async def ensure_group(self, target: str, group: str, *, from_end: bool) -> None:
-        await self.ensure_reachable()
-        self._streams.ensure_group(target, group, from_end=from_end)
-
-    async def own_pending(self, target: str, group: str, consumer: str) -> list[tuple[int, str]]:
-        await self.ensure_reachable()
-        return self._streams.own_pending(target, group, consumer)
-
-    async def next_entry(self, target: str, group: str, consumer: str) -> tuple[int, str] | None:
-        await self.ensure_reachable()
-        return self._streams.next_entry(target, group, consumer, self.claim_idle)
-
     def track_delivery(self, command_id: str, key: DeliveryKey) -> None:
         self._deliveries.setdefault(command_id, {})[key] = None
 
@@ -251,7 +209,7 @@ class InMemoryCoordinationStore:
         del deliveries[key]
         if not deliveries:
             del self._deliveries[command_id]
-        self._streams.ack(*key)
+        self.streams.ack(*key)
 
     def _notify(self) -> None:
         self._changed.set()

@@ -1,9 +1,6 @@
-"""Coordination between service instances: registry, leases, commands and events (Redis in production).
+"""The CoordinationStore port: registry, leases, commands and events between service instances (Redis in production).
 
-Every service instance registers itself and heartbeats its status with a TTL; one ingest per source holds
-a leader lease; operators' commands travel as durable entries that exactly one instance of the addressed
-target executes and acknowledges with a result; state changes are published for watchers. The store is
-an optimisation for control, never on the data path: when it is unavailable every method raises
+The store is for control, never on the data path: when it is unavailable every method raises
 CoordinationUnavailable (retryable) and callers keep moving data.
 """
 

@@ -9,14 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from laredo_core.coordination.ports import (
-    Command,
-    CommandKind,
-    CommandResult,
-    CommandStatus,
-    Event,
-    InstanceStatus,
-)
+from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus, Event, InstanceStatus
 
 
 def now_unix_ms() -> int:

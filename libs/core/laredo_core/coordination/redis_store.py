@@ -18,14 +18,12 @@ prefixes) in several round trips, while the index is one round trip over live in
 stays the only truth about liveness: the listing script reads each member's key and removes members whose
 key expired, so clocks of different hosts never decide who is alive.
 
-Commands: XADD; a reader XGROUP CREATEs its group (MKSTREAM), first takes back what its consumer name left
-pending (XREADGROUP 0), then per round XAUTOCLAIMs entries idle longer than `claim_idle` (left by a dead or
-slow consumer, itself included) before XREADGROUP > BLOCK `block`. `complete_command` stores the result, wakes
-waiters and XACKs in one MULTI. Delivery is at-least-once: exactly one consumer of a group gets an entry
-unless it is not acknowledged within `claim_idle`, so handlers must be idempotent by command_id. The target's
-own group starts at the stream's beginning (commands wait for a consumer); a caller-named group starts at `$`.
-`complete_command` acknowledges a delivery this store object made (the oldest one of that command id): complete
-a command through the store that delivered it, or it stays pending and is delivered again after `claim_idle`.
+Commands: XADD; a reader XGROUP CREATEs its group (MKSTREAM; the target's own group at 0, a caller-named one at
+`$`), first takes back what its consumer name left pending (XREADGROUP 0), then per round XAUTOCLAIMs entries
+idle longer than `claim_idle` before XREADGROUP > BLOCK `block`. `complete_command` stores the result, wakes
+waiters and XACKs in one MULTI; it acknowledges a delivery this store object made (the oldest one of that
+command id): complete a command through the store that delivered it, or it is delivered again after
+`claim_idle`.
 
 Outage: sockets time out after `socket_timeout` s (connect: `connect_timeout` s) and redis-py's own retries
 are off, so every method raises CoordinationUnavailable within about two seconds; the command and event
@@ -46,27 +44,11 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from laredo_core.coordination.ports import (
-    Command,
-    CommandKind,
-    CommandResult,
-    CoordinationUnavailable,
-    Event,
-    InstanceStatus,
-)
-from laredo_core.coordination.records import (
-    check_name,
-    command_to_json,
-    event_to_json,
-    finished_result,
-    instance_from_json,
-    instance_to_json,
-    new_command,
-    now_unix_ms,
-    positive_seconds,
-    result_from_json,
-    result_to_json,
-)
+from laredo_core.coordination.ports import (Command, CommandKind, CommandResult, CoordinationUnavailable, Event,
+                                            InstanceStatus)
+from laredo_core.coordination.records import (check_name, command_to_json, event_to_json, finished_result,
+                                              instance_from_json, instance_to_json, new_command, now_unix_ms,
+                                              positive_seconds, result_from_json, result_to_json)
 from laredo_core.coordination.redis_subscriptions import RedisCommandSubscription, RedisEventSubscription
 from laredo_core.redaction import redact_url
 

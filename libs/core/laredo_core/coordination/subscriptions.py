@@ -39,17 +39,13 @@ class CommandSubscription(abc.ABC):
         # wait for one; a caller-named group (one per broadcast reader) only sees commands sent after it
         # joined, so a new instance does not replay old broadcasts.
         self.from_end = self.group != target
-        self._joined = False
+        self.joined = False
         self._closed = False
         self._backlog: deque[Command] = deque()
         self._outage = OutageLog(logger, f"commands for {target!r} (consumer {consumer}, group {self.group})")
 
     def __aiter__(self) -> CommandSubscription:
         return self
-
-    @property
-    def joined(self) -> bool:
-        return self._joined
 
     async def __anext__(self) -> Command:
         while not self._closed:
@@ -67,11 +63,11 @@ class CommandSubscription(abc.ABC):
 
     async def join(self) -> None:
         """Create the consumer group if needed and take back entries this consumer left unacknowledged."""
-        if self._joined:
+        if self.joined:
             return
         await self._create_group()
         self._backlog.extend(await self._own_pending())
-        self._joined = True
+        self.joined = True
 
     async def aclose(self) -> None:
         """Stop iterating; commands delivered but not completed are redelivered after `claim_idle`."""
@@ -83,7 +79,7 @@ class CommandSubscription(abc.ABC):
         The new group reads the stream from where this consumer last read (from the start if it read
         nothing), so commands sent to the recreated stream before the group came back are not missed.
         """
-        self._joined = False
+        self.joined = False
         self.from_end = False
 
     @abc.abstractmethod
@@ -116,7 +112,16 @@ class EventSubscription(abc.ABC):
         self._receiving = True
         try:
             while not self._closed:
-                event = await self._next_or_none()
+                try:
+                    await self.join()
+                    event = await self._receive()
+                except CoordinationUnavailable as exc:
+                    self._outage.failed(exc)
+                    self._joined = False
+                    await self._unsubscribe()
+                    await self._pause_after_failure()
+                    continue
+                self._outage.succeeded()
                 if event is not None:
                     return event
             raise StopAsyncIteration
@@ -124,19 +129,6 @@ class EventSubscription(abc.ABC):
             self._receiving = False
             if self._closed:  # aclose() during a receive left the unsubscribing to this task
                 await self._unsubscribe()
-
-    async def _next_or_none(self) -> Event | None:
-        try:
-            await self.join()
-            event = await self._receive()
-        except CoordinationUnavailable as exc:
-            self._outage.failed(exc)
-            self._joined = False
-            await self._unsubscribe()
-            await self._pause_after_failure()
-            return None
-        self._outage.succeeded()
-        return event
 
     async def join(self) -> None:
         """Subscribe now (idempotent); events published from then on are delivered."""

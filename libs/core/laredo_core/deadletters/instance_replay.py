@@ -1,11 +1,7 @@
 """ReplayDeadLetters on one fan-out or query instance: the command's answer and the walk through a page of letters.
 
-Both services answer a REPLAY_DEAD_LETTERS command the same way (answer_replay): REJECTED when the instance has
-no target for the pipeline, else every letter of the page is replayed in order (replay_page) and the answer
-counts the outcomes. How a letter's changes are applied is each service's own (its ApplyChanges); what makes a
-change superseded is one rule for both (laredo_core.deadletters.supersede); the rules every replay shares: it
-never rolls a row back, a letter whose changes are all superseded is SUPERSEDED, and one the target still refuses
-is FAILED with the new reason.
+Both services answer the same way (answer_replay, replay_page); applying a letter's changes is each service's own
+(its ApplyChanges), what makes a change superseded one rule for both (laredo_core.deadletters.supersede).
 """
 
 from __future__ import annotations

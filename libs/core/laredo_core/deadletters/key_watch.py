@@ -42,11 +42,6 @@ class KeyWatch:
         if key in self._touched:
             self._touched[key] = position
 
-    def touched_all(self, position: Position) -> None:
-        """Every row changed at `position` (TRUNCATE, a new baseline's end)."""
-        for key in self._touched:
-            self._touched[key] = position
-
     def changed_after(self, key: Hashable, position: Position) -> bool | None:
         """Whether a change after `position` was applied to `key`; None when the key is not watched."""
         if key not in self._touched:
@@ -57,8 +52,8 @@ class KeyWatch:
     def saw(self, change: RowChange, find_key: FindKey, not_found: tuple[type[Exception], ...] = ()) -> None:
         """An applied change (even one that changed nothing) touched the rows its old and new values name;
         values that name no row (`find_key` raised one of `not_found`) touch nothing."""
-        if change.action is Action.TRUNCATE:
-            self.touched_all(change.position)
+        if change.action is Action.TRUNCATE:  # every row changed
+            self._touched = dict.fromkeys(self._touched, change.position)
             return
         for values in (change.old, change.new):
             if values:

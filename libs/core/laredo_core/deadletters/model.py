@@ -1,12 +1,9 @@
 """Dead-letter values: which pipeline, which change, why it failed; their JSON-compatible form (pure).
 
-A dead letter belongs to one pipeline (`<source>:<schema>.<table>:<target-type>`) and is identified in it by its
-`letter_id`, derived from where the change came from, so every instance of a target that fails the same change
-names the same letter:
-- `s<stream sequence>-c<index>`: change <index> of the stream message at that JetStream sequence;
-- `s<stream sequence>-m`: the whole message (it does not decode, or cannot be applied as a whole);
-- `p<position>`: a change that never reached the table's subject (ingest: a table without a usable key),
-  named by its source position (`0/16B3748:3` becomes `p0-16B3748-3`).
+A letter's id derives from where its change came from, so every instance of a target that fails the same change
+names the same letter: `s<stream sequence>-c<index>` (a change of a stream message), `s<stream sequence>-m` (the
+whole message) or `p<position>` (ingest: a change that never reached the table's subject; `0/16B3748:3` becomes
+`p0-16B3748-3`).
 """
 
 from __future__ import annotations

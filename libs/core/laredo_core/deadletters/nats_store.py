@@ -1,12 +1,9 @@
 """The DeadLetterStore port on NATS JetStream: one stream of JSON records, one subject per letter.
 
-Stream `<PREFIX>_DEADLETTERS` (file storage) holds subjects
-`<prefix>.deadletter.<source>.<schema>.<table>.<target-type>.<letter-id>` (each token escaped as in the change
-stream), with at most one message per subject: writing a letter again replaces it, for good, not only within the
-duplicate window. Messages carry `Nats-Msg-Id: <pipeline>:<letter-id>:r<replays>`, so instances that fail the same
-change at about the same time store it once. Listing walks a pipeline's subjects in stream order
-(STREAM.MSG.GET next_by_subj), counting uses an ephemeral consumer's pending count, removal purges subjects.
-The stream is created on the first write; reading a store that has no stream yet finds nothing.
+Stream `<PREFIX>_DEADLETTERS` keeps at most one message per subject
+`<prefix>.deadletter.<source>.<schema>.<table>.<target-type>.<letter-id>`, so writing a letter again replaces it
+for good, and `Nats-Msg-Id: <pipeline>:<letter-id>:r<replays>` stores once what instances that fail the same change
+write at about the same time. The stream is created on the first write; a store without it yet holds nothing.
 """
 
 from __future__ import annotations
@@ -101,9 +98,6 @@ class NatsDeadLetterStore:
         self._connecting = asyncio.Lock()
         self._stream_ready = False
 
-    def stream_config(self) -> StreamConfig:
-        return dead_letter_stream_config(self._prefix, self._spec)
-
     async def write(self, letter: DeadLetter) -> None:
         payload = encode_record(letter)
         subject = letter_subject(self._prefix, letter.pipeline, letter.letter_id)
@@ -186,7 +180,7 @@ class NatsDeadLetterStore:
     async def _ensure_stream(self, js: JetStreamContext) -> None:
         if self._stream_ready:
             return
-        config = self.stream_config()
+        config = dead_letter_stream_config(self._prefix, self._spec)
         try:
             info = await js.stream_info(self.stream)
         except NotFoundError:
@@ -246,6 +240,5 @@ def store_from_settings(settings: DeadLetterSettings, client_name: str) -> NatsD
     """The configured store, or None when dead letters are switched off (dead_letters.enabled = false)."""
     if not settings.enabled:
         return None
-    spec = stream_spec_from_settings(settings)
-    return NatsDeadLetterStore(settings.nats_urls, settings.subject_prefix, spec=spec, client_name=client_name,
-                               timeout=settings.timeout)
+    return NatsDeadLetterStore(settings.nats_urls, settings.subject_prefix, spec=stream_spec_from_settings(settings),
+                               client_name=client_name, timeout=settings.timeout)

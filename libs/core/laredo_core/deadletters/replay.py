@@ -1,9 +1,8 @@
 """ReplayDeadLetters between OAM and the target instances (pure): the command's arguments, each instance's
 answer, and what a letter asks an instance to re-apply.
 
-OAM sends the letters themselves (a page of them, in order) with a REPLAY_DEAD_LETTERS command to every live
-instance of the pipeline's target; each re-applies them to its own rows and answers a ReplayReport. Instances
-never change the store: OAM removes the letters every instance applied and rewrites the others.
+OAM sends pages of letters to every live instance of the pipeline's target; each re-applies them to its own rows
+and answers a ReplayReport. Instances never change the store: OAM removes what every instance applied.
 """
 
 from __future__ import annotations
@@ -53,11 +52,8 @@ class ReplayReport:
 
     @classmethod
     def from_details(cls, details: Mapping[str, Any]) -> ReplayReport:
-        outcomes: dict[str, ReplayOutcome] = {}
-        for letter_id in details.get("applied") or ():
-            outcomes[str(letter_id)] = ReplayOutcome.APPLIED
-        for letter_id in details.get("superseded") or ():
-            outcomes[str(letter_id)] = ReplayOutcome.SUPERSEDED
+        outcomes = {str(letter_id): outcome for outcome in (ReplayOutcome.APPLIED, ReplayOutcome.SUPERSEDED)
+                    for letter_id in details.get(outcome.value) or ()}
         failed = details.get("failed") or {}
         reasons = {str(k): str(v) for k, v in failed.items()} if isinstance(failed, Mapping) else {}
         outcomes.update({letter_id: ReplayOutcome.FAILED for letter_id in reasons})

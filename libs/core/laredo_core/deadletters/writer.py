@@ -93,14 +93,13 @@ class DeadLetterWriter:
             try:
                 await self.store.write(letter)
             except DeadLetterStoreError as exc:
+                self.stats.last_error = str(exc)
                 if not exc.retryable:
                     self.stats.dropped += 1
-                    self.stats.last_error = str(exc)
                     log.error("dead letter %s of %s NOT stored, the store refused it: %s (the change: %s)",
                               letter.letter_id, letter.pipeline, exc, letter.error)
                     return
                 self.stats.retries += 1
-                self.stats.last_error = str(exc)
                 if not outage:
                     outage = True
                     log.warning("dead-letter store unavailable (%s); %d letter(s) wait, retrying with backoff while "

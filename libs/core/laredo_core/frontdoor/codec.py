@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any
 
@@ -52,21 +52,22 @@ _PASS_THROUGH = (grpc.aio.AbortError, grpc.aio.UsageError, GeneratorExit)
 BAD_BODY = (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError, TypeError)
 
 
-def _refusal(status: grpc.StatusCode, text: str, streaming: bool) -> Callable[..., Any]:
+def refusing_behaviour(abort: Callable[[grpc.aio.ServicerContext], Awaitable[None]],
+                       streaming: bool) -> Callable[..., Any]:
+    """A behaviour of the call's response shape that never reads the request: it only runs `abort`."""
     if streaming:
         async def refuse_stream(_: Any, context: grpc.aio.ServicerContext) -> Any:
-            await context.abort(status, text)
+            await abort(context)
             yield  # pragma: no cover - abort raises
         return refuse_stream
 
     async def refuse(_: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(status, text)
+        await abort(context)
     return refuse
 
 
-def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes], Any],
-             streaming: bool) -> Callable[..., Any]:
-    """The behaviour, taking the raw body and decoding it first: a bad body becomes INVALID_ARGUMENT.
+def _decoded(method: str, handler: grpc.RpcMethodHandler, parse: Callable[[bytes], Any]) -> Callable[..., Any]:
+    """The handler's behaviour, taking the raw body and decoding it first: a bad body becomes INVALID_ARGUMENT.
 
     grpc.aio runs only coroutine and async-generator functions on the event loop; the wrapper keeps the
     original's shape, so a stream written with context.write stays one (its writes keep their flow control).
@@ -84,7 +85,8 @@ def _decoded(method: str, behaviour: Callable[..., Any], parse: Callable[[bytes]
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"{method}: the request body is not a valid message: {exc}")
 
-    if not streaming or inspect.iscoroutinefunction(behaviour):
+    behaviour = _target(handler)
+    if not handler.response_streaming or inspect.iscoroutinefunction(behaviour):
         # unary, or a stream written with context.write (the fan-out's Sync): a coroutine like the original
         async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             request = await parsed(raw, context)
@@ -116,48 +118,38 @@ class CodecInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or handler.request_streaming:
             return handler
-        method = details.method
-        json_call = any(k == CODEC_HEADER and v == "json" for k, v in details.invocation_metadata or ())
-        request_type = _request_type(method, handler)
-        original = handler.request_deserializer
-        if json_call:
-            types = message_types(method)
-            if request_type is None or types is None:
-                return handler._replace(request_deserializer=None, response_serializer=None,
-                                        **_behaviour(handler, _refusal(
-                                            grpc.StatusCode.UNIMPLEMENTED,
-                                            f"{method} does not take JSON; use application/proto",
-                                            handler.response_streaming)))
-            response_type = types[1]
-            serialize = handler.response_serializer
+        method, original = details.method, handler.request_deserializer
+        if not any(k == CODEC_HEADER and v == "json" for k, v in details.invocation_metadata or ()):
+            return handler if original is None else _serving(handler, _decoded(method, handler, original))
+        request_type, types = _request_type(method, handler), message_types(method)
+        if request_type is None or types is None:
+            return _serving(handler, refusing_behaviour(lambda context: context.abort(
+                grpc.StatusCode.UNIMPLEMENTED, f"{method} does not take JSON; use application/proto"),
+                handler.response_streaming), response_serializer=None)
+        response_type = types[1]
+        serialize = handler.response_serializer
 
-            def parse(raw: bytes) -> Any:
-                # unknown fields are skipped, as protobuf binary does: newer clients keep working
-                message = json_format.Parse(raw.decode("utf-8") or "{}", request_type(),
-                                            ignore_unknown_fields=True)
-                return original(message.SerializeToString()) if original else message
+        def parse(raw: bytes) -> Any:
+            # unknown fields are skipped, as protobuf binary does: newer clients keep working
+            message = json_format.Parse(raw.decode("utf-8") or "{}", request_type(), ignore_unknown_fields=True)
+            return original(message.SerializeToString()) if original else message
 
-            def to_json(response: Any) -> bytes:
-                if not isinstance(response, Message) or not isinstance(response, response_type):
-                    response = response_type.FromString(serialize(response) if serialize else response)
-                return json_format.MessageToJson(response, indent=None).encode()
+        def to_json(response: Any) -> bytes:
+            if not isinstance(response, Message) or not isinstance(response, response_type):
+                response = response_type.FromString(serialize(response) if serialize else response)
+            return json_format.MessageToJson(response, indent=None).encode()
 
-            return handler._replace(request_deserializer=None, response_serializer=to_json,
-                                    **_behaviour(handler, _decoded(method, _target(handler), parse,
-                                                                   handler.response_streaming)))
-        if original is None:
-            return handler
-        return handler._replace(request_deserializer=None,
-                                **_behaviour(handler, _decoded(method, _target(handler), original,
-                                                               handler.response_streaming)))
+        return _serving(handler, _decoded(method, handler, parse), response_serializer=to_json)
 
 
 def _target(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
     return handler.unary_stream if handler.response_streaming else handler.unary_unary
 
 
-def _behaviour(handler: grpc.RpcMethodHandler, behaviour: Callable[..., Any]) -> dict[str, Any]:
-    return {"unary_stream": behaviour} if handler.response_streaming else {"unary_unary": behaviour}
+def _serving(handler: grpc.RpcMethodHandler, behaviour: Callable[..., Any], **fields: Any) -> grpc.RpcMethodHandler:
+    """The handler with `behaviour`, which takes the request's raw body, in place of its own."""
+    target = "unary_stream" if handler.response_streaming else "unary_unary"
+    return handler._replace(request_deserializer=None, **fields, **{target: behaviour})
 
 
 class OneRequestInterceptor(grpc.aio.ServerInterceptor):

@@ -9,6 +9,7 @@ from laredo_core.frontdoor.settings import FrontDoorSettings
 
 #: What Envoy's access log says of every call on a connection it closed because the client broke HTTP/2.
 BROKEN_HTTP2 = "codec_error:The_user_callback_function_failed"
+REMEMBERED = 1024  # peers whose broken connections are explained once: the most recent ones
 _PEER = re.compile(r" from (\S+): ")
 #: envoy_config._connection_log's line
 _CONNECTION = re.compile(r"^connection from (?P<peer>\S+) closed after (?P<ms>\d+) ms: received (?P<received>\d+) "
@@ -27,11 +28,10 @@ class DoorLog:
       are not news.
     """
 
-    def __init__(self, settings: FrontDoorSettings, remembered: int = 1024) -> None:
+    def __init__(self, settings: FrontDoorSettings) -> None:
         self._max_streams = settings.max_concurrent_streams
         self._idle_ms = settings.idle_timeout * 1000
         self._broken: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._remembered = remembered
 
     def __call__(self, line: str) -> str | None:
         connection = _CONNECTION.match(line)
@@ -57,7 +57,7 @@ class DoorLog:
             if peer.group(1) in self._broken:
                 return None
             self._broken[peer.group(1)] = None
-            if len(self._broken) > self._remembered:
+            if len(self._broken) > REMEMBERED:
                 self._broken.popitem(last=False)
         return (f"{line} -- the client broke HTTP/2 on this connection (most often: it opened more than "
                 f"{self._max_streams} calls at once, the limit the door announced), so the door closed the "

@@ -43,6 +43,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.3f}s"
 
 
+_GET = {"name": ":method", "string_match": {"exact": "GET"}}
+
+
 def _header(key: str, value: str, action: str = "OVERWRITE_IF_EXISTS_OR_ADD") -> dict[str, Any]:
     return {"header": {"key": key, "value": value}, "append_action": action}
 
@@ -67,28 +70,26 @@ def _routes(cluster: str, prefix: str, unary_buffer: int, *, local: bool = True)
         "@type": "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute",
         "mutations": {"request_mutations": [{"append": _header("connect-protocol-version", "1",
                                                                "ADD_IF_ABSENT")}]}}}
-    json_body = {"name": "connect-json-unary", "typed_per_filter_config": connect_unary,
-                 "match": {"prefix": prefix, "headers": [{"name": "content-type",
-                                                          "string_match": {"exact": "application/json"}}]},
-                 "route": target, **json_mutations, **unary}
-    json_any = {"name": "json", "match": {"prefix": prefix, "headers": [
-        {"name": "content-type", "string_match": {"contains": "json"}}]}, "route": target, **json_mutations}
-    json_get = {"name": "connect-get-json", "match": {"prefix": prefix, "query_parameters": [
-        {"name": "encoding", "string_match": {"exact": "json"}}]}, "route": target, **json_mutations, **unary}
-    proto_body = {"name": "connect-proto-unary", "typed_per_filter_config": connect_unary,
-                  "match": {"prefix": prefix, "headers": [{"name": "content-type",
-                                                           "string_match": {"exact": "application/proto"}}]},
-                  "route": target, "request_headers_to_remove": [CODEC_HEADER], **unary}
-    get = {"name": "connect-get", "match": {"prefix": prefix, "headers": [
-        {"name": ":method", "string_match": {"exact": "GET"}}]}, "route": target,
-        "request_headers_to_remove": [CODEC_HEADER], **unary}
-    native_type = {"safe_regex": {"regex": r"^application/grpc(\+proto)?(;.*)?$"}}
-    native = {"name": "grpc", "typed_per_filter_config": _NATIVE_GRPC_SKIPS, "route": target,
-              "match": {"prefix": prefix, "headers": [{"name": "content-type", "string_match": native_type}]},
-              "request_headers_to_remove": [CODEC_HEADER, CLIENT_TYPE_HEADER]}
-    other = {"name": "binary", "match": {"prefix": prefix}, "route": target,
-             "request_headers_to_remove": [CODEC_HEADER]}
-    return [json_body, json_any, json_get, proto_body, get, native, other]
+
+    def route(name: str, match: dict[str, Any], **fields: Any) -> dict[str, Any]:
+        return {"name": name, "match": {"prefix": prefix, **match}, "route": target, **fields}
+
+    def content_type(**string_match: Any) -> dict[str, Any]:
+        return {"headers": [{"name": "content-type", "string_match": string_match}]}
+
+    return [
+        route("connect-json-unary", content_type(exact="application/json"), typed_per_filter_config=connect_unary,
+              **json_mutations, **unary),
+        route("json", content_type(contains="json"), **json_mutations),
+        route("connect-get-json", {"query_parameters": [{"name": "encoding", "string_match": {"exact": "json"}}]},
+              **json_mutations, **unary),
+        route("connect-proto-unary", content_type(exact="application/proto"),
+              typed_per_filter_config=connect_unary, request_headers_to_remove=[CODEC_HEADER], **unary),
+        route("connect-get", {"headers": [_GET]}, request_headers_to_remove=[CODEC_HEADER], **unary),
+        route("grpc", content_type(safe_regex={"regex": r"^application/grpc(\+proto)?(;.*)?$"}),
+              typed_per_filter_config=_NATIVE_GRPC_SKIPS, request_headers_to_remove=[CODEC_HEADER, CLIENT_TYPE_HEADER]),
+        route("binary", {}, request_headers_to_remove=[CODEC_HEADER]),
+    ]
 
 
 #: Content types of the three protocols; anything else is answered 415 by the door itself.
@@ -108,8 +109,7 @@ def side_effect_paths() -> list[str]:
 
 
 def _refusals() -> list[dict[str, Any]]:
-    get = {"name": ":method", "string_match": {"exact": "GET"}}
-    refuse_get = [{"name": f"no-get{path}", "match": {"path": path, "headers": [get]},
+    refuse_get = [{"name": f"no-get{path}", "match": {"path": path, "headers": [_GET]},
                    "direct_response": {"status": 405, "body": {"inline_string": (
                        f"{path.rsplit('/', 1)[1]} changes state: call it with POST, not GET")}},
                    "response_headers_to_add": [_header("allow", "POST")]} for path in side_effect_paths()]
@@ -119,14 +119,6 @@ def _refusals() -> list[dict[str, Any]]:
          "invert_match": True}]},
         "direct_response": {"status": 415, "body": {"inline_string": UNSUPPORTED_TYPE}}}
     return [*refuse_get, wrong_type]
-
-
-#: Native gRPC (the Sync hot path) passes only the router: the filters for browsers, gRPC-Web and Connect are
-#: skipped for its every frame.
-_NATIVE_GRPC_SKIPS = {name: {"@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "disabled": True}
-                      for name in ("laredo.client_content_type", "envoy.filters.http.cors",
-                                   "envoy.filters.http.grpc_web", "envoy.filters.http.lua",
-                                   "envoy.filters.http.header_mutation", "envoy.filters.http.connect_grpc_bridge")}
 
 
 def _cors(origins: Sequence[str]) -> dict[str, Any]:
@@ -156,6 +148,21 @@ function envoy_on_request(handle)
   if fixed ~= path then headers:replace(":path", fixed) end
 end
 """
+
+#: The HTTP filters before the router (name, type under envoy.extensions.filters.http, config), in order.
+_BROWSER_FILTERS = (
+    ("laredo.client_content_type", "header_mutation.v3.HeaderMutation",
+     {"mutations": {"request_mutations": [{"append": _header(CLIENT_TYPE_HEADER, "%REQ(content-type)%")}]}}),
+    ("envoy.filters.http.cors", "cors.v3.Cors", None),
+    ("envoy.filters.http.grpc_web", "grpc_web.v3.GrpcWeb", None),
+    ("envoy.filters.http.lua", "lua.v3.Lua", {"default_source_code": {"inline_string": _UNPAD_GET_MESSAGE}}),
+    ("envoy.filters.http.header_mutation", "header_mutation.v3.HeaderMutation", {"mutations": {}}),
+    ("envoy.filters.http.connect_grpc_bridge", "connect_grpc_bridge.v3.FilterConfig", None),
+)
+#: Native gRPC (the Sync hot path) passes only the router: the filters for browsers, gRPC-Web and Connect are
+#: skipped for its every frame.
+_NATIVE_GRPC_SKIPS = {name: {"@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "disabled": True}
+                      for name, _, _ in _BROWSER_FILTERS}
 
 
 def _filter(name: str, type_name: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -187,26 +194,26 @@ def _access_log() -> list[dict[str, Any]]:
     line = ("front door refused %REQ(:METHOD)% %REQ(:PATH)% from %DOWNSTREAM_REMOTE_ADDRESS%: HTTP "
             "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS% flags=%RESPONSE_FLAGS% grpc-status=%GRPC_STATUS_NUMBER% "
             f"protocol=%PROTOCOL% content-type=%REQ({CLIENT_TYPE_HEADER}?CONTENT-TYPE)%\n")
-    return [{"name": "envoy.access_loggers.stderr", "filter": refused, "typed_config": {
-        "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog",
-        "log_format": {"text_format_source": {"inline_string": line}}}}]
+    return _stderr_log(line, filter=refused)
 
 
 def _connection_log() -> list[dict[str, Any]]:
     """One line on stderr as each connection ends; door_log.DoorLog keeps those a person should read."""
     line = ("connection from %DOWNSTREAM_REMOTE_ADDRESS% closed after %DURATION% ms: received %BYTES_RECEIVED% "
             "bytes, protocol=%PROTOCOL% tls-failure=%DOWNSTREAM_TRANSPORT_FAILURE_REASON%\n")
-    return [{"name": "envoy.access_loggers.stderr", "typed_config": {
-        "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog",
-        "log_format": {"text_format_source": {"inline_string": line}}}}]
+    return _stderr_log(line)
+
+
+def _stderr_log(line: str, **fields: Any) -> list[dict[str, Any]]:
+    return [{**_filter("envoy.access_loggers.stderr", "envoy.extensions.access_loggers.stream.v3.StderrAccessLog",
+                       {"log_format": {"text_format_source": {"inline_string": line}}}), **fields}]
 
 
 def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstream], *,
                         client_certs: bool, console: bool = False) -> dict[str, Any]:
     # The console's page and files (GET only, before the refusals: a browser's GET carries no content type).
     routes: list[dict[str, Any]] = [{
-        "name": "console", "match": {"prefix": "/console", "headers": [
-            {"name": ":method", "string_match": {"exact": "GET"}}]},
+        "name": "console", "match": {"prefix": "/console", "headers": [_GET]},
         "route": {"cluster": "console", "timeout": "10s"},
         "typed_per_filter_config": _NATIVE_GRPC_SKIPS}] if console else []
     routes.extend(_refusals())
@@ -217,20 +224,9 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
     virtual_host: dict[str, Any] = {"name": "service", "domains": ["*"], "routes": routes}
     if settings.cors_origins:
         virtual_host["typed_per_filter_config"] = _cors(settings.cors_origins)
-    filters = [
-        _filter("laredo.client_content_type", "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
-                {"mutations": {"request_mutations": [
-                    {"append": _header(CLIENT_TYPE_HEADER, "%REQ(content-type)%")}]}}),
-        _filter("envoy.filters.http.cors", "envoy.extensions.filters.http.cors.v3.Cors"),
-        _filter("envoy.filters.http.grpc_web", "envoy.extensions.filters.http.grpc_web.v3.GrpcWeb"),
-        _filter("envoy.filters.http.lua", "envoy.extensions.filters.http.lua.v3.Lua",
-                {"default_source_code": {"inline_string": _UNPAD_GET_MESSAGE}}),
-        _filter("envoy.filters.http.header_mutation",
-                "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation", {"mutations": {}}),
-        _filter("envoy.filters.http.connect_grpc_bridge",
-                "envoy.extensions.filters.http.connect_grpc_bridge.v3.FilterConfig"),
-        _filter("envoy.filters.http.router", "envoy.extensions.filters.http.router.v3.Router"),
-    ]
+    filters = [_filter(name, f"envoy.extensions.filters.http.{kind}", config)
+               for name, kind, config in _BROWSER_FILTERS]
+    filters.append(_filter("envoy.filters.http.router", "envoy.extensions.filters.http.router.v3.Router"))
     hcm: dict[str, Any] = {
         "@type": HCM,
         "stat_prefix": "front_door",

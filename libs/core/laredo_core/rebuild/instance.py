@@ -1,10 +1,9 @@
 """The rebuilds of one fan-out or query instance: started and stopped by OAM's commands, reported in heartbeats.
 
-`execute()` handles RESTORE, REPLAY and STOP_REPLAY commands (any other kind: None, for the service's own
-dispatch). A rebuild is answered as soon as it has started (snapshot found, columns checked), then runs in
-a task of its own; `report()` is what the heartbeat carries under `replays`. When a rebuild ends, its final
-report is also stored in the coordination store (records.outcome_id) so OAM can tell how it ended after the
-instance forgot it. Executing a command twice is harmless: a known rebuild id is not started again.
+A rebuild is answered as soon as it has started (snapshot found, columns checked), then runs in a task of its
+own. When it ends, its final report is also stored in the coordination store (records.outcome_id) so OAM can
+tell how it ended after the instance forgot it. A known rebuild id is not started again (commands are
+redelivered).
 """
 
 from __future__ import annotations
@@ -17,26 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laredo_kernel.changes import TableId
-from laredo_core.coordination.ports import (
-    Command,
-    CommandKind,
-    CommandResult,
-    CommandStatus,
-    CoordinationStore,
-    CoordinationUnavailable,
-)
+from laredo_core.coordination.ports import (Command, CommandKind, CommandResult, CommandStatus, CoordinationStore,
+                                            CoordinationUnavailable)
 from laredo_kernel.position import PositionError
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.meta import column_differences
 from laredo_core.runtime import cancel
-from laredo_core.rebuild.records import (
-    RebuildKind,
-    RebuildPhase,
-    RebuildReport,
-    RebuildRequest,
-    RebuildState,
-    outcome_id,
-)
+from laredo_core.rebuild.records import (RebuildKind, RebuildPhase, RebuildReport, RebuildRequest, RebuildState,
+                                         outcome_id)
 from laredo_core.rebuild.runner import Rebuild, RebuildFailed, RebuildLimits, RebuildTarget
 from laredo_core.rebuild.snapshot_rows import read_verified_rows
 from laredo_core.rebuild.tail import StreamTail, TailUnavailable
@@ -79,11 +66,10 @@ class InstanceRebuilds:
     def __init__(self, service: str, instance_id: str, targets: Mapping[TableId, RebuildTarget],
                  stores: SnapshotStoreFor, tail: StreamTail, gate: GatedSink, *,
                  coordination: CoordinationStore | None = None, limits: RebuildLimits | None = None,
-                 on_change: Callable[[], None] | None = None, clock: Callable[[], float] = time.time,
-                 keep_finished: int = 16, keep_for: float = 3600.0) -> None:
+                 clock: Callable[[], float] = time.time, keep_finished: int = 16, keep_for: float = 3600.0) -> None:
         self.service = service
         self.instance_id = instance_id
-        self.on_change = on_change
+        self.on_change: Callable[[], None] = lambda: None
         self._targets = targets
         self._stores = stores
         self._tail = tail
@@ -160,7 +146,7 @@ class InstanceRebuilds:
         self._entries[request.rebuild_id] = entry
         log.info("%s started (speed %s)%s", what, request.speed.text,
                  f"; differences ignored: {'; '.join(differences)}" if differences else "")
-        self._changed()
+        self.on_change()
         return CommandStatus.SUCCEEDED, f"{what} started", self._details(entry)
 
     async def _run(self, entry: _Entry, store: SnapshotStore) -> None:
@@ -191,7 +177,7 @@ class InstanceRebuilds:
         level = logging.WARNING if state is RebuildState.ERROR else logging.INFO
         log.log(level, "%s %s of %s: %s (%s)", entry.request.kind.value, entry.request.rebuild_id,
                 entry.request.table, state.value, message)
-        self._changed()
+        self.on_change()
 
     async def _stop(self, rebuild_id: str) -> tuple[CommandStatus, str, dict[str, Any]]:
         entry = self._entries.get(rebuild_id)
@@ -234,10 +220,6 @@ class InstanceRebuilds:
         for index, entry in enumerate(finished):
             if index >= self._keep_finished or entry.finished_unix_ms < oldest_kept:
                 del self._entries[entry.request.rebuild_id]
-
-    def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)

@@ -40,11 +40,9 @@ class Scratch(Protocol):
     @property
     def stream_sequence(self) -> int:
         """The stream sequence of the last message applied to the copy (the snapshot's at first)."""
-        ...
 
     def apply(self, message: FeedMessage) -> int:
         """Apply one tail message exactly as the live table applies it; returns how many changes it carried."""
-        ...
 
 
 class Installation(Protocol):
@@ -53,20 +51,16 @@ class Installation(Protocol):
     @property
     def changes(self) -> int:
         """The differences installed so far (journal entries or subscriber events)."""
-        ...
 
     @property
     def skipped(self) -> int:
         """Rows of the copy the live table could not take (logged; the live row stays)."""
-        ...
 
     def step(self, limit: int) -> bool:
         """Install up to `limit` more rows (after the last one: delete the rows the copy lacks); True once done."""
-        ...
 
     def finish(self) -> None:
         """Install everything left at once."""
-        ...
 
 
 class RebuildTarget(Protocol):
@@ -80,20 +74,16 @@ class RebuildTarget(Protocol):
 
     def stream_sequence(self) -> int:
         """The stream sequence of the last message the live table applied (0: none)."""
-        ...
 
     def columns(self) -> tuple[Sequence[ColumnInfo], Sequence[str]]:
         """The live table's current columns and key columns (empty before its first message)."""
-        ...
 
     def installable(self) -> bool:
         """False while the live table is in the middle of an ingest baseline (its own generation is open)."""
-        ...
 
     def scratch(self, manifest: SnapshotManifest, rows: list[dict[str, Any]]) -> Scratch:
         """A private copy holding the snapshot's rows (JSON-compatible values as stored); runs in a worker
         thread, so it must not touch the live table."""
-        ...
 
     def install(self, scratch: Scratch, rebuild_id: str) -> Installation: ...
 

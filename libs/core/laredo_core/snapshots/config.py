@@ -1,8 +1,4 @@
-"""Where a table's snapshots are kept: the `store` and `store_config` keys of a target's `snapshot` section.
-
-Read by every service that finds snapshots through configuration (fan-out writes them, OAM manages them);
-factory.py turns a StoreConfig into a SnapshotStore.
-"""
+"""Where a table's snapshots are kept: the `store` and `store_config` keys of a target's `snapshot` section."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """The snapshot format (parts + manifest), shared with the Spark compaction job; pure functions only.
 
-A snapshot of table `schema.table` lives under `<schema>.<table>/<snapshot_id>/` (each name token
-escaped as NATS subject tokens are: [A-Za-z0-9_-] kept, every other byte as %XX):
-- parts, in the manifest's `format`:
-  - `jsonl` (the default): `rows-00000.jsonl`, `rows-00001.jsonl`, ...: one JSON object per line and row,
-    values as laredo_kernel.jsonvalue gives them (what clients see); UTF-8, "\n" after every line;
-  - `parquet`: `rows-00000.parquet`, ...: the same rows as typed Parquet columns (laredo_core.snapshots.parquet);
-- `manifest.json`, written last: the snapshot exists only once it is there. Readers ignore a
-  directory without one (a writer that died half-way leaves only part files).
-Both formats decode to the same rows; a snapshot's parts all have its manifest's format.
-See docs/architecture.md, "Snapshot format", for every manifest field.
+A snapshot of `schema.table` lives under `<schema>.<table>/<snapshot_id>/` (names escaped as NATS subject
+tokens): parts `rows-00000.jsonl` (or `.parquet`, the manifest's `format`), then `manifest.json`, written last:
+the snapshot exists only once it is there. Every field and value: docs/architecture.md, "Snapshot format".
 """
 
 from __future__ import annotations
@@ -32,10 +25,6 @@ FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 _ESCAPED_TOKEN = re.compile(r"(?:[A-Za-z0-9_-]|%[0-9A-F]{2})+")
 _ESCAPED_BYTE = re.compile(r"%([0-9A-F]{2})")
-
-
-def part_name(index: int, fmt: str = FORMAT) -> str:
-    return f"rows-{index:05d}.{fmt}"
 
 
 def table_directory(table: TableId) -> str:
@@ -144,7 +133,7 @@ def encode_part(index: int, rows: Sequence[Mapping[str, Any]], fmt: str = FORMAT
 
 def part_of(index: int, rows: int, data: bytes, fmt: str = FORMAT) -> SnapshotPart:
     """The manifest entry of part `index` holding `rows` rows as `data`."""
-    return SnapshotPart(part_name(index, fmt), rows, len(data), hashlib.sha256(data).hexdigest())
+    return SnapshotPart(f"rows-{index:05d}.{fmt}", rows, len(data), hashlib.sha256(data).hexdigest())
 
 
 def decode_part(fmt: str, data: bytes, where: str) -> list[dict[str, Any]]:

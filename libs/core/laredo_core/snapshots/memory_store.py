@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from laredo_kernel.changes import TableId
-from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
-from laredo_core.snapshots.format import SnapshotManifest, manifest_from_json, manifest_to_json
+from laredo_core.snapshots.errors import SnapshotStoreUnavailable
+from laredo_core.snapshots.file_store import FileSnapshotStore
+from laredo_core.snapshots.format import MANIFEST_NAME
 
-log = logging.getLogger(__name__)
+T = TypeVar("T")
+#: Where a file of a snapshot is: its table, snapshot id and file name.
+Where = tuple[TableId, str, str]
 
 
-class MemorySnapshotStore:
+class MemorySnapshotStore(FileSnapshotStore):
     """The SnapshotStore port in memory, with the same visibility rules (manifest last, newest first).
 
     Faults: `unavailable = True` makes every call raise SnapshotStoreUnavailable.
@@ -22,50 +26,36 @@ class MemorySnapshotStore:
         self._manifests: dict[tuple[TableId, str], bytes] = {}
         self.unavailable = False
 
-    def _check(self) -> None:
-        if self.unavailable:
-            raise SnapshotStoreUnavailable("memory snapshot store set unavailable (injected fault)")
+    def _where(self, table: TableId, snapshot_id: str, name: str) -> Where:
+        return table, snapshot_id, name
 
-    async def write_part(self, table: TableId, snapshot_id: str, name: str, data: bytes) -> None:
-        self._check()
-        self._parts.setdefault((table, snapshot_id), {})[name] = bytes(data)
+    def _url(self, where: Where) -> str:
+        return f"memory:{where[0]}/{where[1]}"
 
-    async def write_manifest(self, manifest: SnapshotManifest) -> None:
-        self._check()
-        self._manifests[(manifest.table, manifest.snapshot_id)] = manifest_to_json(manifest)
+    def _put(self, where: Where, data: bytes) -> None:
+        table, snapshot_id, name = where
+        if name == MANIFEST_NAME:
+            self._manifests[(table, snapshot_id)] = data
+        else:
+            self._parts.setdefault((table, snapshot_id), {})[name] = bytes(data)
 
-    async def list_snapshots(self, table: TableId) -> list[SnapshotManifest]:
-        self._check()
-        manifests = []
-        for (owner, snapshot_id), data in list(self._manifests.items()):
-            if owner == table:
-                try:
-                    manifests.append(manifest_from_json(data, f"memory:{table}/{snapshot_id}"))
-                except SnapshotCorrupt as exc:
-                    log.error("ignoring snapshot %s of %s: %s", snapshot_id, table, exc)
-        return newest_first(manifests)
+    def _get(self, where: Where) -> bytes | None:
+        table, snapshot_id, name = where
+        if name == MANIFEST_NAME:
+            return self._manifests.get((table, snapshot_id))
+        return self._parts.get((table, snapshot_id), {}).get(name)
 
-    async def read_manifest(self, table: TableId, snapshot_id: str) -> SnapshotManifest | None:
-        self._check()
-        data = self._manifests.get((table, snapshot_id))
-        return manifest_from_json(data, f"memory:{table}/{snapshot_id}") if data is not None else None
+    def _manifest_files(self, table: TableId) -> list[Where]:
+        return [(owner, snapshot_id, MANIFEST_NAME) for owner, snapshot_id in self._manifests if owner == table]
 
-    async def list_tables(self) -> list[TableId]:
-        self._check()
+    def _tables(self) -> list[TableId]:
         return list({table: None for table, _ in [*self._manifests, *self._parts]})
 
-    async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes:
-        self._check()
-        try:
-            return self._parts[(table, snapshot_id)][name]
-        except KeyError:
-            raise SnapshotNotFound(f"{snapshot_id}/{name}") from None
-
-    async def delete_snapshot(self, table: TableId, snapshot_id: str) -> None:
-        self._check()
+    def _delete(self, table: TableId, snapshot_id: str) -> None:
         self._manifests.pop((table, snapshot_id), None)
         self._parts.pop((table, snapshot_id), None)
 
-
-def newest_first(manifests: list[SnapshotManifest]) -> list[SnapshotManifest]:
-    return sorted(manifests, key=lambda m: (m.created_at, m.snapshot_id), reverse=True)
+    async def _io(self, function: Callable[..., T], *args: Any) -> T:
+        if self.unavailable:
+            raise SnapshotStoreUnavailable("memory snapshot store set unavailable (injected fault)")
+        return function(*args)

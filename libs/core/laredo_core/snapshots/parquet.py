@@ -1,19 +1,8 @@
 """Snapshot parts as Parquet files (`serializer = "parquet"`): typed columns where a value survives exactly.
 
-A reader gets back exactly the rows a JSON-lines part of the same snapshot holds — the JSON-compatible values
-of laredo_kernel.jsonvalue, absent columns included — while Spark, DuckDB or pandas read the files with column
-types. Each column's type follows its PostgreSQL type (domains by their base type):
-
-    bool → boolean; int2 → int16; int4 → int32; int8, oid → int64; float4, float8 → double (NaN and
-    ±Infinity as IEEE values); bytea → binary; date → date32; time → time64[us]; timestamp → timestamp[us];
-    timestamptz → timestamp[us, UTC]; text, varchar, char, name, uuid, interval, numeric (its exact text),
-    timetz → string; json, jsonb, arrays and every other type → their JSON text (string).
-
-A column falls back to JSON text in one part when one of its values does not fit its type exactly (a date
-'infinity', a timestamp beyond year 9999, a value of another JSON type): the file's key-value metadata
-`laredo.snapshot` says how each column is stored. Columns absent from a row (an unchanged TOASTed value
-nobody knows) are named in a list<string> column, `__laredo_absent` unless the table has a column of that
-name, null when the row is complete. Columns are the manifest's, in its order, then any other a row holds.
+A part decodes to exactly the rows a JSON-lines part of the same snapshot holds; a column whose value would not
+come back unchanged is stored as JSON text in that part, and the file's `laredo.snapshot` metadata says how each
+column is stored. Column types and the absent-columns column: docs/architecture.md, "Snapshot format".
 """
 
 from __future__ import annotations
@@ -91,8 +80,7 @@ def decode_parquet(data: bytes, where: str) -> list[dict[str, Any]]:
     names = [name for name, _ in stored]
     rows = [dict(zip(names, values)) for values in zip(*columns)] if columns else [{} for _ in absent]
     for row, missing in zip(rows, absent):
-        if missing:
-            for name in missing:
-                row.pop(name, None)
+        for name in missing or ():
+            row.pop(name, None)
     return rows
 

@@ -1,9 +1,7 @@
 """How each column of a Parquet snapshot part is stored: its Arrow type, and exact conversions both ways.
 
-A kind turns a column's JSON-compatible values (laredo_kernel.jsonvalue) into an Arrow array, or raises NotExact
-when one value would not come back unchanged (the column is then stored as JSON text), and turns the Arrow
-column back into exactly those values. Columns whose values all have the usual shape are converted by Arrow
-in one call (checked by value types, ranges and a pattern); the others value by value in Python.
+Columns whose values all have the usual shape are converted by Arrow in one call (checked by value types, ranges
+and a pattern); the others value by value in Python.
 """
 
 from __future__ import annotations
@@ -97,6 +95,7 @@ def _never(v: Any) -> Any:
 
 def _ints(bits: int) -> ToArrow:
     low, high = max(-(2 ** (bits - 1)), -_MAX_EXACT), min(2 ** (bits - 1) - 1, _MAX_EXACT)
+    arrow = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[bits]
 
     def fast(values: list[Any]) -> pa.Array | None:
         if not _only(values, int):
@@ -109,7 +108,7 @@ def _ints(bits: int) -> ToArrow:
         least, most = bounds["min"].as_py(), bounds["max"].as_py()
         if least is not None and not (low <= least and most <= high):
             return None
-        return array.cast(pa.int64() if bits == 64 else pa.int32() if bits == 32 else pa.int16())
+        return array.cast(arrow)
 
     def exact(v: Any) -> int:
         if type(v) is int and low <= v <= high:
@@ -120,7 +119,6 @@ def _ints(bits: int) -> ToArrow:
                 return number
         raise NotExact
 
-    arrow = pa.int64() if bits == 64 else pa.int32() if bits == 32 else pa.int16()
     return _fast_or(fast, _each(exact, arrow))
 
 

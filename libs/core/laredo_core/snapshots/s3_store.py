@@ -1,13 +1,11 @@
-"""The SnapshotStore port on S3 (MinIO in production) through the minio SDK.
+"""The SnapshotStore port on S3 (MinIO in production) through the minio SDK, which is blocking (run in threads).
 
-Keys: <prefix>/<schema>.<table>/<snapshot_id>/{rows-*.jsonl or .parquet, manifest.json}. An object appears whole
-or not at all, and the manifest is put last. The bucket is created on first use when missing. The
-SDK is blocking, so every call runs in a thread; its errors become SnapshotStoreUnavailable.
+Keys: <prefix>/<schema>.<table>/<snapshot_id>/<file>; an object appears whole or not at all. The bucket is created
+on first use when missing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import logging
 from dataclasses import dataclass
@@ -20,20 +18,12 @@ from minio.error import MinioException, S3Error
 
 from laredo_kernel.changes import TableId
 
-from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
-from laredo_core.snapshots.format import (
-    MANIFEST_NAME,
-    SnapshotManifest,
-    manifest_from_json,
-    manifest_to_json,
-    table_directory,
-    table_from_directory,
-)
-from laredo_core.snapshots.memory_store import newest_first
+from laredo_core.snapshots.file_store import FileSnapshotStore
+from laredo_core.snapshots.errors import SnapshotNotFound
+from laredo_core.snapshots.format import MANIFEST_NAME, table_directory, table_from_directory
 
 log = logging.getLogger(__name__)
 _MISSING = ("NoSuchKey", "NoSuchObject")
-_FAILURES = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +40,12 @@ class S3Location:
     timeout: float = 30.0  # seconds to connect and per read
 
 
-class S3SnapshotStore:
+class S3SnapshotStore(FileSnapshotStore):
+    _failures = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
+
     def __init__(self, location: S3Location) -> None:
         self._location = location
+        self._name = f"S3 snapshot store {location.endpoint}/{location.bucket}"
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(5.0, location.timeout), read=location.timeout),
             retries=urllib3.Retry(total=location.retries, backoff_factor=0.2,
@@ -63,7 +56,7 @@ class S3SnapshotStore:
                              region=location.region or None, http_client=http)
         self._bucket_checked = False
 
-    def _key(self, table: TableId, snapshot_id: str, name: str = "") -> str:
+    def _where(self, table: TableId, snapshot_id: str, name: str = "") -> str:
         if not snapshot_id or "/" in snapshot_id:
             raise SnapshotNotFound(snapshot_id)
         return f"{self._table_prefix(table)}{snapshot_id}/{name}"
@@ -74,36 +67,6 @@ class S3SnapshotStore:
 
     def _table_prefix(self, table: TableId) -> str:
         return f"{self._root()}{table_directory(table)}/"
-
-    async def write_part(self, table: TableId, snapshot_id: str, name: str, data: bytes) -> None:
-        await self._call(self._put, self._key(table, snapshot_id, name), data)
-
-    async def write_manifest(self, manifest: SnapshotManifest) -> None:
-        await self._call(self._put, self._key(manifest.table, manifest.snapshot_id, MANIFEST_NAME),
-                         manifest_to_json(manifest))
-
-    async def list_snapshots(self, table: TableId) -> list[SnapshotManifest]:
-        return await self._call(self._list, table)
-
-    async def read_manifest(self, table: TableId, snapshot_id: str) -> SnapshotManifest | None:
-        try:
-            key = self._key(table, snapshot_id, MANIFEST_NAME)
-        except SnapshotNotFound:
-            return None
-        data = await self._call(self._get, key)
-        return manifest_from_json(data, self._url(key)) if data is not None else None
-
-    async def list_tables(self) -> list[TableId]:
-        return await self._call(self._tables)
-
-    async def read_part(self, table: TableId, snapshot_id: str, name: str) -> bytes:
-        data = await self._call(self._get, self._key(table, snapshot_id, name))
-        if data is None:
-            raise SnapshotNotFound(f"{snapshot_id}/{name}")
-        return data
-
-    async def delete_snapshot(self, table: TableId, snapshot_id: str) -> None:
-        await self._call(self._delete, self._key(table, snapshot_id, MANIFEST_NAME), self._key(table, snapshot_id))
 
     def _url(self, key: str) -> str:
         return f"s3://{self._location.bucket}/{key}"
@@ -147,19 +110,9 @@ class S3SnapshotStore:
                 return []
             raise
 
-    def _list(self, table: TableId) -> list[SnapshotManifest]:
-        manifests = []
-        for item in self._objects(self._table_prefix(table), recursive=True):
-            if item.object_name is None or not item.object_name.endswith("/" + MANIFEST_NAME):
-                continue
-            data = self._get(item.object_name)
-            if data is None:
-                continue  # deleted meanwhile
-            try:
-                manifests.append(manifest_from_json(data, self._url(item.object_name)))
-            except SnapshotCorrupt as exc:
-                log.error("ignoring snapshot %s: %s", self._url(item.object_name), exc)
-        return newest_first(manifests)
+    def _manifest_files(self, table: TableId) -> list[str]:
+        return [item.object_name for item in self._objects(self._table_prefix(table), recursive=True)
+                if item.object_name is not None and item.object_name.endswith("/" + MANIFEST_NAME)]
 
     def _tables(self) -> list[TableId]:
         root = self._root()
@@ -169,23 +122,17 @@ class S3SnapshotStore:
                  if item.object_name and item.object_name.endswith("/"))
         return [table for table in found if table is not None]
 
-    def _delete(self, manifest_key: str, directory: str) -> None:
+    def _delete(self, table: TableId, snapshot_id: str) -> None:
         try:
-            self._client.remove_object(self._location.bucket, manifest_key)  # invisible first
-        except S3Error as exc:
+            self._client.remove_object(self._location.bucket, self._where(table, snapshot_id, MANIFEST_NAME))
+        except S3Error as exc:  # the manifest first: invisible, then gone
             if exc.code == "NoSuchBucket":
                 return
             raise
+        directory = self._where(table, snapshot_id)
         keys = [DeleteObject(o.object_name) for o in self._objects(directory, recursive=True) if o.object_name]
         for error in self._client.remove_objects(self._location.bucket, keys):
             log.warning("could not delete %s: %s", error.name, error.message)
-
-    async def _call(self, function, *args):  # type: ignore[no-untyped-def]
-        try:
-            return await asyncio.to_thread(function, *args)
-        except _FAILURES as exc:
-            raise SnapshotStoreUnavailable(
-                f"S3 snapshot store {self._location.endpoint}/{self._location.bucket}: {exc}") from exc
 
 
 def _content_type(key: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from functools import lru_cache
 from typing import Any
 
@@ -20,52 +21,20 @@ from laredo_kernel.tuples import UNCHANGED, RawValue, decode_tuple_exact
 _INT16 = struct.Struct("!h")
 _INT32 = struct.Struct("!i")
 
-_ACTIONS = {
-    pb.ACTION_INSERT: Action.INSERT,
-    pb.ACTION_UPDATE: Action.UPDATE,
-    pb.ACTION_DELETE: Action.DELETE,
-    pb.ACTION_TRUNCATE: Action.TRUNCATE,
-}
+_ACTIONS = {getattr(pb, f"ACTION_{action.name}"): action for action in Action}
 ACTION_TO_PROTO = {v: k for k, v in _ACTIONS.items()}
-_KINDS = {
-    pb.BATCH_KIND_TRANSACTION: BatchKind.TRANSACTION,
-    pb.BATCH_KIND_BASELINE_BEGIN: BatchKind.BASELINE_BEGIN,
-    pb.BATCH_KIND_BASELINE_ROWS: BatchKind.BASELINE_ROWS,
-    pb.BATCH_KIND_BASELINE_END: BatchKind.BASELINE_END,
-    pb.BATCH_KIND_SCHEMA_CHANGE: BatchKind.SCHEMA_CHANGE,
-    pb.BATCH_KIND_RESYNC_REQUIRED: BatchKind.RESYNC_REQUIRED,
-}
+_KINDS = {getattr(pb, f"BATCH_KIND_{kind.name}"): kind for kind in BatchKind}
 KIND_TO_PROTO = {v: k for k, v in _KINDS.items()}
-
-
-def column_to_proto(column: ColumnInfo) -> pb.Column:
-    return pb.Column(
-        name=column.name,
-        type_oid=column.type_oid,
-        type_modifier=column.type_modifier,
-        type_name=column.type_name,
-        is_identity_key=column.is_identity_key,
-        not_null=column.not_null,
-        primary_key_ordinal=column.primary_key_ordinal,
-        base_type_oid=column.base_type_oid,
-    )
+#: ColumnInfo's fields, which pb.Column carries under the same names.
+_COLUMN_FIELDS = tuple(f.name for f in fields(ColumnInfo))
 
 
 def columns_to_proto(columns: Iterable[ColumnInfo]) -> list[pb.Column]:
-    return [column_to_proto(c) for c in columns]
+    return [pb.Column(**{name: getattr(c, name) for name in _COLUMN_FIELDS}) for c in columns]
 
 
 def _column_from_proto(c: pb.Column) -> ColumnInfo:
-    return ColumnInfo(
-        name=c.name,
-        type_oid=c.type_oid,
-        type_name=c.type_name,
-        type_modifier=c.type_modifier,
-        is_identity_key=c.is_identity_key,
-        not_null=c.not_null,
-        primary_key_ordinal=c.primary_key_ordinal,
-        base_type_oid=c.base_type_oid,
-    )
+    return ColumnInfo(**{name: getattr(c, name) for name in _COLUMN_FIELDS})
 
 
 @lru_cache(maxsize=1024)
@@ -106,13 +75,10 @@ def _columns_and_plan(msg: pb.ChangeBatch, json_values: bool) -> tuple[tuple[Col
         if len(_COLUMN_PLANS) >= _COLUMN_PLANS_KEPT:
             _COLUMN_PLANS.clear()
         columns = tuple(_column_from_proto(c) for c in msg.columns)
-        found = _COLUMN_PLANS[key] = (columns, _fast_row_plan(columns, json_values))
+        plan = tuple((c.name, bytes_converter_for(c.type_oid, c.type_name, c.base_type_oid, json_values=json_values),
+                      c.is_identity_key) for c in columns)
+        found = _COLUMN_PLANS[key] = (columns, plan)
     return found
-
-
-def _fast_row_plan(columns: tuple[ColumnInfo, ...], json_values: bool) -> Plan:
-    return tuple((c.name, bytes_converter_for(c.type_oid, c.type_name, c.base_type_oid, json_values=json_values),
-                  c.is_identity_key) for c in columns)
 
 
 def _fast_row(plan: Plan, buf: bytes, key_only: bool) -> dict[str, Any]:

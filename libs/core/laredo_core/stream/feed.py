@@ -1,8 +1,4 @@
-"""The change feed port: reading the stream ingest publishes, one table subject at a time.
-
-Pure types only (no NATS): services use them in their ports and application layers. The JetStream
-adapter is laredo_core.stream.nats_feed; the in-memory fake is laredo_core.stream.memory_feed.
-"""
+"""The change feed port (pure types, no NATS): reading the stream ingest publishes, one table subject at a time."""
 
 from __future__ import annotations
 

@@ -11,14 +11,8 @@ from laredo_kernel.changes import TableId
 from laredo_kernel.errors import ProtocolError
 from laredo_core.runtime import cancel
 from laredo_core.stream.codec import decode_batch
-from laredo_core.stream.feed import (
-    ChangeSink,
-    FeedMessage,
-    FeedSubscription,
-    StreamMismatch,
-    UndecodableMessage,
-    hand_over_undecodable,
-)
+from laredo_core.stream.feed import (ChangeSink, FeedMessage, FeedSubscription, StreamMismatch, UndecodableMessage,
+                                     hand_over_undecodable)
 
 log = logging.getLogger(__name__)
 

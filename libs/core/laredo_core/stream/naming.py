@@ -15,7 +15,7 @@ HEADER_TABLE = "Laredo-Table"
 #: JetStream stores a message only if the stream's last message is the one named (see ingest's publisher).
 HEADER_EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
 
-_SAFE_TOKEN = re.compile(r"[A-Za-z0-9_-]")
+_UNSAFE_IN_TOKEN = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def escape_token(text: str) -> str:
@@ -23,13 +23,7 @@ def escape_token(text: str) -> str:
 
     Injective, so two different identifiers never share a subject.
     """
-    out = []
-    for ch in text:
-        if _SAFE_TOKEN.fullmatch(ch):
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    return "".join(out) or "%"
+    return _UNSAFE_IN_TOKEN.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), text) or "%"
 
 
 def stream_name(prefix: str, source_id: str) -> str:
@@ -39,7 +33,6 @@ def stream_name(prefix: str, source_id: str) -> str:
 
 
 def source_subject_filter(prefix: str, source_id: str) -> str:
-    """Every subject of one source."""
     return f"{prefix}.{escape_token(source_id)}.>"
 
 

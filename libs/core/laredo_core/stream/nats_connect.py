@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import nats
@@ -13,6 +14,10 @@ from nats.aio.client import Client
 from laredo_core.runtime import cancel
 from laredo_core.stream.nats_servers import NatsServers
 from laredo_core.tls import client_ssl_context
+
+
+#: What a NATS call raises when the server cannot be reached or does not answer in time.
+FAILURES = (nats.errors.Error, OSError, asyncio.TimeoutError)
 
 
 class NatsTlsMissing(nats.errors.Error):
@@ -40,6 +45,33 @@ async def connect_nats(servers: Sequence[str], *, name: str, **options: Any) -> 
         raise NatsTlsMissing(f"NATS at {url} does not use TLS, but stream.nats_url (tls://) or stream.tls asks for "
                              "it; enable TLS in nats-server (its tls { cert_file, key_file } block)")
     return client
+
+
+class LazyNatsConnection:
+    """A connection made at the first get() (and again once it closed), kept until aclose(); a failure to connect
+    raises `unavailable(exc)`. `options` are connect_nats's."""
+
+    def __init__(self, servers: Sequence[str], unavailable: Callable[[Exception], Exception], **options: Any) -> None:
+        self.servers = NatsServers.of(servers)
+        self._unavailable = unavailable
+        self._options = options
+        self._nc: Client | None = None
+        self._connecting = asyncio.Lock()
+
+    async def get(self) -> Client:
+        async with self._connecting:
+            if self._nc is None or self._nc.is_closed:
+                try:
+                    self._nc = await connect_nats(self.servers, **self._options)
+                except FAILURES as exc:
+                    raise self._unavailable(exc) from exc
+            return self._nc
+
+    async def aclose(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is not None:
+            with contextlib.suppress(*FAILURES):
+                await nc.close()
 
 
 async def _connect_or_tls_failure(servers: Sequence[str], without_client_cert: bool, **options: Any) -> Client:
@@ -79,11 +111,9 @@ async def _connect_or_tls_failure(servers: Sequence[str], without_client_cert: b
 def _security(servers: Sequence[str]) -> dict[str, Any]:
     if not isinstance(servers, NatsServers):
         return {}
-    security: dict[str, Any] = {}
-    if servers.tls.configured:
-        security["tls"] = client_ssl_context(servers.tls)
+    security: dict[str, Any] = {"tls": client_ssl_context(servers.tls)} if servers.tls.configured else {}
     if servers.user:
-        security["user"], security["password"] = servers.user, servers.password
+        security.update(user=servers.user, password=servers.password)
     if servers.token:
         security["token"] = servers.token
     return security

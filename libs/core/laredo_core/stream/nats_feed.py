@@ -27,14 +27,8 @@ from laredo_core.runtime import cancel
 from laredo_core.shutdown import close_quietly
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
-from laredo_core.stream.feed import (
-    ChangeSink,
-    FeedMessage,
-    FeedSubscription,
-    StreamMismatch,
-    UndecodableMessage,
-    hand_over_undecodable,
-)
+from laredo_core.stream.feed import (ChangeSink, FeedMessage, FeedSubscription, StreamMismatch, UndecodableMessage,
+                                     hand_over_undecodable)
 from laredo_core.stream.nats_connect import connect_nats
 from laredo_core.stream.nats_servers import NatsServers
 
@@ -49,11 +43,8 @@ _APPLY_SLICE = 0.005  # seconds of applying before the feed lets other tasks run
 
 
 class NatsChangeFeed:
-    """The ChangeFeed port (laredo_core.stream.feed) on JetStream.
-
-    `json_values` selects the row values the sink gets: typed (False) or JSON-compatible (True);
-    `client_name` names the connection on the NATS server (e.g. the service).
-    """
+    """The ChangeFeed port (laredo_core.stream.feed) on JetStream; `json_values`: the sink gets JSON-compatible
+    row values instead of typed ones; `client_name` names the connection on the NATS server."""
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, json_values: bool = False,
                  client_name: str = "laredo", initial_backoff: float = 0.25, max_backoff: float = 5.0,
@@ -130,28 +121,27 @@ class NatsChangeFeed:
                          f"{subscription.source_id!r}?)" if isinstance(exc, NotFoundError)
                          else f"cannot read stream {stream} ({exc!r})"),
         )
-        handler = _MessageHandler(subscription, stream, sink, caught_up_at, failed, self._json_values)
-        handler.on_lost = self._wake.set if self._wake is not None else handler.on_lost
+        consumer = _TableConsumer(subscription, stream, subject, sink, caught_up_at, failed, self._json_values)
+        consumer.on_lost = self._wake.set if self._wake is not None else consumer.on_lost
         if caught_up_at <= start_after:
             sink.on_caught_up(subscription.table)
-        consumer = self._tables[subscription.table] = _TableConsumer(stream, subject, handler)
+        self._tables[subscription.table] = consumer
         await self._consume(js, consumer)
         log.info("consuming %s from stream %s after sequence %d (caught up at stream sequence %d)", subject, stream,
                  start_after, caught_up_at)
 
     async def _consume(self, js: JetStreamContext, consumer: _TableConsumer) -> None:
-        """(Re)subscribe the table's ordered consumer right after the last message its handler took; messages
-        still arriving on an earlier subscription are ignored (the handler takes each generation's alone)."""
+        """(Re)subscribe the table's ordered consumer right after the last message it took; messages still
+        arriving on an earlier subscription are ignored (it takes each generation's alone)."""
         old, consumer.subscription = consumer.subscription, None
         if old is not None:
             with contextlib.suppress(Exception):  # the server may not answer, or have forgotten the consumer
                 await old.unsubscribe()
-        handler = consumer.handler
-        generation = handler.new_generation()
+        generation = consumer.new_generation()
         consumer.subscription = await self._with_backoff(
             lambda: js.subscribe(consumer.subject, stream=consumer.stream, ordered_consumer=True,
-                                 cb=functools.partial(handler.on_message, generation=generation),
-                                 config=_start_after(handler.last_sequence),
+                                 cb=functools.partial(consumer.on_message, generation=generation),
+                                 config=_start_after(consumer.last_sequence),
                                  pending_msgs_limit=self._pending_msgs_limit,
                                  pending_bytes_limit=self._pending_bytes_limit),
             lambda exc: f"cannot subscribe to {consumer.subject} in {consumer.stream} ({exc!r})",
@@ -181,9 +171,9 @@ class NatsChangeFeed:
                 if reconnected:
                     await self._consume(js, consumer)
                     consumer.progress(loop.time())
-                elif consumer.handler.lost:
+                elif consumer.lost:
                     log.warning("change feed of %s: %s; subscribing again after stream sequence %d", consumer.subject,
-                                consumer.handler.lost, consumer.handler.last_sequence)
+                                consumer.lost, consumer.last_sequence)
                     await self._consume(js, consumer)
                 elif await self._stalled(js, consumer, loop.time()):
                     await self._consume(js, consumer)
@@ -196,7 +186,7 @@ class NatsChangeFeed:
             newest = (await js.get_last_msg(consumer.stream, consumer.subject)).seq or 0
         except (NotFoundError, *_TRANSIENT):
             return False  # nothing to tell, or the server does not answer (then nats-py is reconnecting)
-        taken = consumer.handler.last_sequence
+        taken = consumer.last_sequence
         if newest <= taken:
             consumer.progress(now)
             return False
@@ -239,30 +229,8 @@ def _propagate_failure(task: asyncio.Task[None], failed: asyncio.Future[None]) -
 
 
 class _TableConsumer:
-    """One table's subscription and how it progresses (for the stall check)."""
-
-    def __init__(self, stream: str, subject: str, handler: _MessageHandler) -> None:
-        self.stream, self.subject, self.handler = stream, subject, handler
-        self.subscription: JetStreamContext.PushSubscription | None = None
-        self.stall = ""  # why the table is stalled; empty while it keeps up
-        self.since = 0.0  # when the handler last took a message (as far as the checks saw)
-        self._seen = -1
-
-    def moved(self, now: float) -> bool:
-        """Whether the handler took messages since the last check (and if so, it is not stalled)."""
-        if self.handler.last_sequence == self._seen:
-            return False
-        self.progress(now)
-        return True
-
-    def progress(self, now: float) -> None:
-        if self.stall:
-            log.info("change feed of %s moves again (stream sequence %d)", self.subject, self.handler.last_sequence)
-        self._seen, self.since, self.stall = self.handler.last_sequence, now, ""
-
-
-class _MessageHandler:
-    """Decodes and hands each message to the sink; a sink exception fails the feed's run().
+    """One table's subscription: decodes and hands each message to the sink (a sink exception fails the feed's
+    run()), and tracks its progress for the stall check.
 
     Messages come from one subscription generation at a time: after a resubscription, what an earlier
     subscription still delivers is ignored (the new one starts right after `last_sequence`).
@@ -273,12 +241,13 @@ class _MessageHandler:
     subscribes again right after the last message taken (`on_lost` wakes it).
     """
 
-    def __init__(self, subscription: FeedSubscription, stream: str, sink: ChangeSink, caught_up_at: int,
-                 failed: asyncio.Future[None], json_values: bool) -> None:
+    def __init__(self, subscription: FeedSubscription, stream: str, subject: str, sink: ChangeSink,
+                 caught_up_at: int, failed: asyncio.Future[None], json_values: bool) -> None:
         self._json_values = json_values
         self._table = subscription.table
         self._source_id = subscription.source_id
-        self._stream = stream
+        self.stream, self.subject = stream, subject
+        self.subscription: JetStreamContext.PushSubscription | None = None
         self._sink = sink
         self._caught_up_at = caught_up_at
         self._caught_up = caught_up_at <= subscription.start_after_sequence
@@ -289,6 +258,21 @@ class _MessageHandler:
         self._delivered = 0  # the consumer sequence of the last message this generation delivered
         self.lost = ""  # why this generation's messages are no longer taken (a gap); empty while none
         self.on_lost: Callable[[], None] = lambda: None
+        self.stall = ""  # why the table is stalled; empty while it keeps up
+        self.since = 0.0  # when it last took a message (as far as the checks saw)
+        self._seen = -1
+
+    def moved(self, now: float) -> bool:
+        """Whether it took messages since the last check (and if so, it is not stalled)."""
+        if self.last_sequence == self._seen:
+            return False
+        self.progress(now)
+        return True
+
+    def progress(self, now: float) -> None:
+        if self.stall:
+            log.info("change feed of %s moves again (stream sequence %d)", self.subject, self.last_sequence)
+        self._seen, self.since, self.stall = self.last_sequence, now, ""
 
     def new_generation(self) -> int:
         self._generation += 1
@@ -333,6 +317,6 @@ class _MessageHandler:
         except ProtocolError as exc:
             hand_over_undecodable(self._sink, UndecodableMessage(
                 self._source_id, self._table, sequence, msg.data,
-                f"{exc} (stream {self._stream}, subject {msg.subject})"), log)
+                f"{exc} (stream {self.stream}, subject {msg.subject})"), log)
             return
         self._sink.on_batch(FeedMessage(self._table, batch, sequence, msg.headers or {}, msg.data))

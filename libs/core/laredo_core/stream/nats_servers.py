@@ -1,7 +1,4 @@
-"""Where the NATS servers are and how every connection to them is made: URLs, TLS and credentials.
-
-No nats import here (the settings build it); laredo_core.stream.nats_connect opens connections from it.
-"""
+"""Where the NATS servers are and how every connection to them is made (URLs, TLS, credentials); no nats import."""
 
 from __future__ import annotations
 

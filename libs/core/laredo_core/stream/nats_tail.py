@@ -7,13 +7,11 @@ process die first), so it never disturbs the service's live ordered consumers.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 
 from nats import errors as nats_errors
-from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
@@ -25,12 +23,9 @@ from laredo_core.rebuild.tail import TailUnavailable, check_holds
 from laredo_core.stream import naming
 from laredo_core.stream.codec import decode_batch
 from laredo_core.stream.feed import FeedMessage
-from laredo_core.stream.nats_connect import connect_nats
-from laredo_core.stream.nats_servers import NatsServers
+from laredo_core.stream.nats_connect import FAILURES, LazyNatsConnection
 
 log = logging.getLogger(__name__)
-
-_FAILURES = (nats_errors.Error, OSError, asyncio.TimeoutError)
 
 
 class NatsStreamTail:
@@ -38,32 +33,29 @@ class NatsStreamTail:
 
     def __init__(self, urls: Sequence[str], subject_prefix: str, *, json_values: bool = False,
                  client_name: str = "laredo-rebuild", batch: int = 512, fetch_timeout: float = 2.0) -> None:
-        self._urls = NatsServers.of(urls)
         self._prefix = subject_prefix
         self._json_values = json_values
-        self._client_name = client_name
         self._batch = batch
         self._fetch_timeout = fetch_timeout
-        self._nc: NatsClient | None = None
-        self._connecting = asyncio.Lock()
+        self._nats = LazyNatsConnection(
+            urls, lambda exc: TailUnavailable(f"cannot reach NATS at {', '.join(urls)} to read a stream tail "
+                                              f"({exc!r})"),
+            name=client_name, connect_timeout=2, max_reconnect_attempts=3, allow_reconnect=True)
 
     async def aclose(self) -> None:
-        nc, self._nc = self._nc, None
-        if nc is not None:
-            with contextlib.suppress(*_FAILURES):
-                await nc.close()
+        await self._nats.aclose()
 
     async def read(self, source_id: str, table: TableId, after: int, up_to: int) -> AsyncIterator[FeedMessage]:
         if up_to <= after:
             return
-        js = (await self._connect()).jetstream()
+        js = (await self._nats.get()).jetstream()
         stream = naming.stream_name(self._prefix, source_id)
         subject = naming.table_subject(self._prefix, source_id, table)
         try:
             info = await js.stream_info(stream)
         except NotFoundError:
             raise TailUnavailable(f"stream {stream} does not exist, so the tail of {table} cannot be read") from None
-        except _FAILURES as exc:
+        except FAILURES as exc:
             raise TailUnavailable(f"cannot read stream {stream} ({exc!r})") from exc
         check_holds(stream, table, info.state.first_seq, info.state.last_seq, after, up_to)
         # A paced replay may wait up to MAX_GAP_SECONDS between two fetches: the consumer must outlive that.
@@ -71,7 +63,7 @@ class NatsStreamTail:
                                 ack_policy=AckPolicy.NONE, inactive_threshold=MAX_GAP_SECONDS + 60.0)
         try:
             subscription = await js.pull_subscribe(subject, stream=stream, config=config)
-        except _FAILURES as exc:
+        except FAILURES as exc:
             raise TailUnavailable(f"cannot read {subject} in {stream} ({exc!r})") from exc
         try:
             async for message in self._messages(subscription, stream, table, up_to):
@@ -87,7 +79,7 @@ class NatsStreamTail:
             except nats_errors.TimeoutError:
                 log.warning("the tail of %s in %s ended before sequence %d", table, stream, up_to)
                 return  # the caller sees the copy fall short of up_to
-            except _FAILURES as exc:
+            except FAILURES as exc:
                 raise TailUnavailable(f"reading the tail of {table} in {stream} failed ({exc!r})") from exc
             for msg in batch:
                 sequence = msg.metadata.sequence.stream
@@ -103,22 +95,11 @@ class NatsStreamTail:
                 if sequence >= up_to:
                     return
 
-    async def _connect(self) -> NatsClient:
-        async with self._connecting:
-            if self._nc is None or self._nc.is_closed:
-                try:
-                    self._nc = await connect_nats(self._urls, name=self._client_name, connect_timeout=2,
-                                                  max_reconnect_attempts=3, allow_reconnect=True)
-                except _FAILURES as exc:
-                    raise TailUnavailable(f"cannot reach NATS at {', '.join(self._urls)} to read a stream tail "
-                                          f"({exc!r})") from exc
-            return self._nc
-
 
 async def _remove(js: JetStreamContext, subscription: JetStreamContext.PullSubscription, stream: str) -> None:
     """Drop the consumer at once (the server would after its inactive threshold anyway)."""
-    with contextlib.suppress(*_FAILURES):
+    with contextlib.suppress(*FAILURES):
         info = await subscription.consumer_info()
         await js.delete_consumer(stream, info.name)
-    with contextlib.suppress(*_FAILURES):
+    with contextlib.suppress(*FAILURES):
         await subscription.unsubscribe()

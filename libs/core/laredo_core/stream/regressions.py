@@ -4,8 +4,7 @@ Along one source's stream every change's position is greater than the one before
 order or not at all). A consumer that meets a message at or before the position it already applied skips it
 (applying it would roll rows back), but that is never normal: it is a re-sent transaction stored again after
 the stream's duplicate window, or a stream that lost order. Operators must hear of it, so every consumer
-reports it here: a warning for each of the first messages of a table, then one for every REPORT_EVERY more,
-and a count per table for status.
+reports it here.
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ async def test_a_consumer_that_stands_still_is_reported_stalled(own_nats: NatsSe
         await eventually(lambda: len(sink.sequences) >= 10, what="the feed consuming")
         consumer = feed._tables[TABLE]  # noqa: SLF001 - the fault: its subscription stops delivering
         assert consumer.subscription is not None
-        consumer.handler.new_generation()  # what the current subscription delivers is now ignored
+        consumer.new_generation()  # what the current subscription delivers is now ignored
         await eventually(lambda: TABLE in feed.stalled(), what="the table reported stalled")
         assert "while stream RESTART_PG holds up to sequence" in feed.stalled()[TABLE]
         mark = len(sink.sequences)
