@@ -19,11 +19,6 @@ from laredo_client.credentials import call_metadata, parse_address
 DEFAULT_TIMEOUT = 30.0
 
 
-def normalize_address(address: str) -> str:
-    """`host:port` as grpc wants it; a pasted `http://host:port/`, `grpc://` or `https://` URL is accepted too."""
-    return parse_address(address).host_port
-
-
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """One service the CLI talks to: its name in messages, its address, and how a user changes that address."""
@@ -51,7 +46,7 @@ class Service:
         return getattr(self._stub, method)
 
     def _open_channel(self) -> grpc.Channel:
-        target = normalize_address(self.endpoint.address)
+        target = parse_address(self.endpoint.address).host_port  # a pasted http://, grpc:// or https:// URL too
         tls = self.security.tls_for(self.endpoint.address)
         if tls is None:
             return grpc.insecure_channel(target)
@@ -61,19 +56,14 @@ class Service:
         """A unary call with the --timeout deadline (DEFAULT_TIMEOUT when unset)."""
         timeout = self.timeout if self.timeout is not None else DEFAULT_TIMEOUT
         try:
-            return self._stub_method(method)(request, timeout=timeout, metadata=self._metadata())
+            return self._stub_method(method)(request, timeout=timeout, metadata=call_metadata(self.security.token))
         except grpc.RpcError as error:
             raise self.failure(error) from None
 
     def stream(self, method: str, request: Message, *, duration: float | None) -> Any:
-        """A server-streaming call that runs `duration` seconds at most (None: until the server ends it).
-
-        Iterate with `messages()`, which maps errors; the returned call can be cancelled.
-        """
-        return self._stub_method(method)(request, timeout=duration, metadata=self._metadata())
-
-    def _metadata(self) -> tuple[tuple[str, str], ...]:
-        return call_metadata(self.security.token)
+        """A server-streaming call that runs `duration` seconds at most (None: until the server ends it), to
+        iterate with `messages()`, which maps errors; the call can be cancelled."""
+        return self._stub_method(method)(request, timeout=duration, metadata=call_metadata(self.security.token))
 
     def messages(self, call: Any, *, duration: float | None) -> Iterator[Any]:
         """The messages of a streaming call; the end of `duration` ends the iteration quietly."""

@@ -8,38 +8,24 @@ import grpc
 
 
 class ExitCode(enum.IntEnum):
-    """The process exit status of every `laredo` command (documented in `laredo --help` and the README)."""
+    """The process exit status of every `laredo` command; EXIT_CODE_HELP says what each means."""
 
     OK = 0
-    #: The server answered "no": not accepted, row not found, not ready, not deleted, replay failed.
     REFUSED = 1
-    #: The command line is wrong (argparse), or the server rejected the request (INVALID_ARGUMENT).
     USAGE = 2
-    #: The server cannot be reached or cannot answer now (UNAVAILABLE): retry later.
     UNAVAILABLE = 3
-    #: What the command names does not exist: table, index, source, pipeline, snapshot, replay (NOT_FOUND).
     NOT_FOUND = 4
-    #: The request is valid but cannot be carried out in the current state (FAILED_PRECONDITION), or a
-    #: destructive command was not confirmed with --yes.
     PRECONDITION = 5
-    #: No answer within --timeout (DEADLINE_EXCEEDED); an administrative command may still run later.
     TIMEOUT = 6
-    #: The server does not offer this operation (UNIMPLEMENTED).
     UNIMPLEMENTED = 7
-    #: Any other server error (INTERNAL, UNKNOWN, ABORTED, ...).
     SERVER_ERROR = 8
-    #: The server wants a token and none was given, or it did not accept the one given (UNAUTHENTICATED).
     UNAUTHENTICATED = 9
-    #: The token's role does not allow the command (PERMISSION_DENIED).
     PERMISSION_DENIED = 10
-    #: TLS failed: cleartext against a TLS port or the reverse, an untrusted or misnamed server certificate,
-    #: a client certificate missing or refused.
     TLS = 11
-    #: Interrupted with Ctrl-C (128 + SIGINT), except `watch` and `subscribe`, which end with 0.
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # 128 + SIGINT
 
 
-_BY_STATUS: dict[grpc.StatusCode, ExitCode] = {
+_BY_STATUS: dict[grpc.StatusCode | None, ExitCode] = {
     grpc.StatusCode.INVALID_ARGUMENT: ExitCode.USAGE,
     grpc.StatusCode.OUT_OF_RANGE: ExitCode.USAGE,
     grpc.StatusCode.UNAVAILABLE: ExitCode.UNAVAILABLE,
@@ -51,7 +37,7 @@ _BY_STATUS: dict[grpc.StatusCode, ExitCode] = {
     grpc.StatusCode.PERMISSION_DENIED: ExitCode.PERMISSION_DENIED,
 }
 
-#: The exit-code table as `laredo --help` and the README show it.
+#: The exit-code table as `laredo --help` and the README show it: what each ExitCode means.
 EXIT_CODE_HELP = """\
 exit codes:
   0    success
@@ -73,8 +59,6 @@ exit codes:
 
 def exit_code_for(status: grpc.StatusCode | None) -> ExitCode:
     """The exit code of a failed RPC; codes without a meaning of their own are SERVER_ERROR."""
-    if status is None:
-        return ExitCode.SERVER_ERROR
     return _BY_STATUS.get(status, ExitCode.SERVER_ERROR)
 
 
@@ -94,13 +78,18 @@ class Refused(CliError):
         super().__init__(message, ExitCode.REFUSED)
 
 
+def status_of(error: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
+    """The status code of a failed call (None when the error carries none) and its details (else the error)."""
+    code = error.code() if hasattr(error, "code") else None
+    return code, (error.details() if hasattr(error, "details") else None) or str(error)
+
+
 def rpc_failure(error: grpc.RpcError, service: str, address: str, option: str) -> CliError:
     """A CliError for a failed call to `service` at `address`, with a hint for the codes people hit first.
 
     `option` names how to point the CLI elsewhere (e.g. "--server or LAREDO_SERVER").
     """
-    code = error.code() if hasattr(error, "code") else None
-    details = (error.details() if hasattr(error, "details") else None) or str(error)
+    code, details = status_of(error)
     name = code.name if code is not None else "UNKNOWN"
     message = f"{service} at {address} answered {name}: {details}"
     if code is grpc.StatusCode.UNAVAILABLE and _unreachable(details):

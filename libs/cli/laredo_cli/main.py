@@ -15,16 +15,8 @@ from laredo_cli.commands.common import Context, Registrar, seconds
 from laredo_cli.connection import DEFAULT_TIMEOUT, Connections, Endpoint
 from laredo_cli.errors import EXIT_CODE_HELP, CliError, ExitCode
 from laredo_cli.output import Output
-from laredo_cli.security import (
-    CA_ENV,
-    CERT_ENV,
-    KEY_ENV,
-    TLS_ENV,
-    TOKEN_ENV,
-    TOKEN_FILE_ENV,
-    add_security_options,
-    security_from,
-)
+from laredo_cli.security import (CA_ENV, CERT_ENV, KEY_ENV, TLS_ENV, TOKEN_ENV, TOKEN_FILE_ENV, add_security_options,
+                                 security_from)
 
 PROG = "laredo"
 OAM_ENV, QUERY_ENV = "LAREDO_SERVER", "LAREDO_QUERY_SERVER"

@@ -10,7 +10,7 @@ double; integers beyond 2**53 arrive as strings from the server and stay strings
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
@@ -18,11 +18,6 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 _EXACT_FLOAT_LIMIT = 2**53
-_TIMESTAMP = timestamp_pb2.Timestamp.DESCRIPTOR.full_name
-_DURATION = duration_pb2.Duration.DESCRIPTOR.full_name
-_STRUCT = struct_pb2.Struct.DESCRIPTOR.full_name
-_VALUE = struct_pb2.Value.DESCRIPTOR.full_name
-_LIST_VALUE = struct_pb2.ListValue.DESCRIPTOR.full_name
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -53,18 +48,7 @@ def _field_value(field: FieldDescriptor, value: Any) -> Any:
 
 
 def well_known_or_message(message: Message) -> Any:
-    name = message.DESCRIPTOR.full_name
-    if name == _TIMESTAMP:
-        return timestamp_text(message)  # type: ignore[arg-type]
-    if name == _DURATION:
-        return duration_seconds(message)  # type: ignore[arg-type]
-    if name == _STRUCT:
-        return struct_to_dict(message)  # type: ignore[arg-type]
-    if name == _VALUE:
-        return value_to_python(message)  # type: ignore[arg-type]
-    if name == _LIST_VALUE:
-        return [value_to_python(v) for v in message.values]  # type: ignore[attr-defined]
-    return message_to_json(message)
+    return _WELL_KNOWN.get(message.DESCRIPTOR.full_name, message_to_json)(message)
 
 
 def timestamp_text(stamp: timestamp_pb2.Timestamp) -> str:
@@ -95,6 +79,15 @@ def value_to_python(value: struct_pb2.Value) -> Any:
     if kind == "list_value":
         return [value_to_python(v) for v in value.list_value.values]
     return None  # null_value, or no kind set
+
+
+_WELL_KNOWN: dict[str, Callable[[Any], Any]] = {
+    timestamp_pb2.Timestamp.DESCRIPTOR.full_name: timestamp_text,
+    duration_pb2.Duration.DESCRIPTOR.full_name: duration_seconds,
+    struct_pb2.Struct.DESCRIPTOR.full_name: struct_to_dict,
+    struct_pb2.Value.DESCRIPTOR.full_name: value_to_python,
+    struct_pb2.ListValue.DESCRIPTOR.full_name: lambda message: [value_to_python(v) for v in message.values],
+}
 
 
 def number(value: float) -> float | int:

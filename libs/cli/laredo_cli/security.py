@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from laredo_cli.errors import CliError, ExitCode
+from laredo_cli.errors import CliError, ExitCode, status_of
 from laredo_client.credentials import BearerToken, TlsOptions, parse_address, says_cleartext
 from laredo_kernel.errors import ConfigError
 
@@ -132,8 +132,7 @@ class Link:
 
 def security_failure(error: grpc.RpcError, link: Link) -> CliError | None:
     """A CliError when the call failed on the token, the role or TLS; None for every other failure."""
-    code = error.code() if hasattr(error, "code") else None
-    details = (error.details() if hasattr(error, "details") else None) or str(error)
+    code, details = status_of(error)
     where = f"the {link.service} at {link.address}"
     if code is grpc.StatusCode.UNAUTHENTICATED:
         return CliError(_unauthenticated(where, details, link.token), ExitCode.UNAUTHENTICATED)

@@ -4,26 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from laredo_client.client import LaredoClient
-from laredo_client.client_replica import Listener
+from laredo_client.client import LaredoClient, ReplicaReads
 from laredo_client.errors import ClientFailed
-from laredo_client.indexed_state import Row
-from laredo_client.stats import ClientStats
-from laredo_client.values import Column
 
 T = TypeVar("T")
 
 
-class BlockingLaredoClient:
+class BlockingLaredoClient(ReplicaReads):
     """Same options and methods as LaredoClient, blocking. Replication runs on a private thread; reads are
     served from the caller's thread (the rows are guarded by a lock) and never wait for the network.
     Listeners run on the private thread: keep them quick and thread-safe."""
 
     def __init__(self, address: str, schema: str, table: str, **options: Any) -> None:
         self._client = LaredoClient(address, schema, table, **options)  # validates the options here
+        self._replica, self.stats = self._client._replica, self._client.stats  # the reads of ReplicaReads
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name=f"laredo-client {schema}.{table}")
@@ -34,8 +31,6 @@ class BlockingLaredoClient:
             coroutine.close()
             raise RuntimeError("this client was stopped; create a new one")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
-    # -- lifecycle ------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._call(self._client.start())
@@ -64,28 +59,6 @@ class BlockingLaredoClient:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    # -- reads ----------------------------------------------------------------------------------------------
-
-    def get(self, *primary_key: Any) -> Row | None:
-        return self._client.get(*primary_key)
-
-    def lookup(self, *values: Any) -> Row | None:
-        return self._client.lookup(*values)
-
-    def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
-        return self._client.lookup_all(index_name, *values)
-
-    def all(self) -> list[Row]:
-        return self._client.all()
-
-    def count(self) -> int:
-        return self._client.count()
-
-    def listen(self, listener: Listener) -> Callable[[], None]:
-        return self._client.listen(listener)
-
-    # -- state ----------------------------------------------------------------------------------------------
-
     @property
     def ready(self) -> bool:
         return self._client.ready
@@ -97,27 +70,3 @@ class BlockingLaredoClient:
     @property
     def status(self) -> str:
         return self._client.status
-
-    @property
-    def last_sequence(self) -> int:
-        return self._client.last_sequence
-
-    @property
-    def last_source_position(self) -> str:
-        return self._client.last_source_position
-
-    @property
-    def snapshot_id(self) -> str:
-        return self._client.snapshot_id
-
-    @property
-    def columns(self) -> tuple[Column, ...]:
-        return self._client.columns
-
-    @property
-    def full_resyncs(self) -> int:
-        return self._client.full_resyncs
-
-    @property
-    def stats(self) -> ClientStats:
-        return self._client.stats

@@ -28,7 +28,64 @@ from laredo_client.values import Column
 log = logging.getLogger(__name__)
 
 
-class LaredoClient:
+class ReplicaReads:
+    """Reads of the local rows and cursor, shared by LaredoClient and BlockingLaredoClient: they return copies
+    and never block on the network."""
+
+    _replica: ClientReplica
+    stats: ClientStats
+
+    def get(self, *primary_key: Any) -> Row | None:
+        """The row with this primary key (values in primary key column order), or None."""
+        row = self._replica.rows.get(primary_key)
+        return dict(row) if row is not None else None
+
+    def lookup(self, *values: Any) -> Row | None:
+        """The row whose lookup fields (or primary key, when none are configured) have these values."""
+        rows = self._replica.rows.lookup_all(PRIMARY_LOOKUP, values)
+        return dict(rows[0]) if rows else None
+
+    def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
+        """Every row the named index maps these values to (at most one for a unique index)."""
+        return [dict(row) for row in self._replica.rows.lookup_all(index_name, values)]
+
+    def all(self) -> list[Row]:
+        return [dict(row) for row in self._replica.rows.rows()]
+
+    def count(self) -> int:
+        return len(self._replica.rows)
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener(old, new)` for every applied change: insert (None, new), update (old, new),
+        delete (old, None), truncate (None, None). Snapshot rows do not fire, except that a re-sync reports its
+        differences to the rows held before. The rows passed are the ones the client holds (and may share with
+        other clients of this process): read them, copy them, never change them. Returns a function that
+        removes the listener."""
+        return self._replica.listen(listener)
+
+    @property
+    def last_sequence(self) -> int:
+        """The last applied journal sequence of the current server instance (0 when unknown)."""
+        return self._replica.cursor.sequence
+
+    @property
+    def last_source_position(self) -> str:
+        return self._replica.cursor.source_position
+
+    @property
+    def snapshot_id(self) -> str:
+        return self._replica.cursor.snapshot_id
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return self._replica.columns
+
+    @property
+    def full_resyncs(self) -> int:
+        return self.stats.full_resyncs
+
+
+class LaredoClient(ReplicaReads):
     """Replicates `schema.table` from the fan-out server at `address` into local, indexed memory.
 
     Options: `local_snapshot_path` (saved on stop, loaded on start, so a restart resumes by DELTA);
@@ -45,8 +102,8 @@ class LaredoClient:
     snapshot, fetched with FetchSnapshot, and Sync only the changes after it; not with `filters`);
     `stream_observer` (a StreamObserver shown every stream's request and messages: protocol checks, diagnostics).
 
-    Reads (`get`, `lookup`, `lookup_all`, `all`, `count`) return copies and never block on the network.
-    Listeners run on the event loop right after a change was applied: keep them quick.
+    Reads (ReplicaReads) return copies and never block on the network. Listeners run on the event loop right
+    after a change was applied: keep them quick.
     """
 
     def __init__(self, address: str, schema: str, table: str, *, local_snapshot_path: str | Path | None = None,
@@ -165,38 +222,6 @@ class LaredoClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    # -- reads ----------------------------------------------------------------------------------------------
-
-    def get(self, *primary_key: Any) -> Row | None:
-        """The row with this primary key (values in primary key column order), or None."""
-        row = self._replica.rows.get(primary_key)
-        return dict(row) if row is not None else None
-
-    def lookup(self, *values: Any) -> Row | None:
-        """The row whose lookup fields (or primary key, when none are configured) have these values."""
-        rows = self._replica.rows.lookup_all(PRIMARY_LOOKUP, values)
-        return dict(rows[0]) if rows else None
-
-    def lookup_all(self, index_name: str, *values: Any) -> list[Row]:
-        """Every row the named index maps these values to (at most one for a unique index)."""
-        return [dict(row) for row in self._replica.rows.lookup_all(index_name, values)]
-
-    def all(self) -> list[Row]:
-        return [dict(row) for row in self._replica.rows.rows()]
-
-    def count(self) -> int:
-        return len(self._replica.rows)
-
-    def listen(self, listener: Listener) -> Callable[[], None]:
-        """Call `listener(old, new)` for every applied change: insert (None, new), update (old, new),
-        delete (old, None), truncate (None, None). Snapshot rows do not fire, except that a re-sync reports its
-        differences to the rows held before. The rows passed are the ones the client holds (and may share with
-        other clients of this process): read them, copy them, never change them. Returns a function that
-        removes the listener."""
-        return self._replica.listen(listener)
-
-    # -- state ----------------------------------------------------------------------------------------------
-
     @property
     def ready(self) -> bool:
         return self._ready.is_set()
@@ -208,27 +233,6 @@ class LaredoClient:
     @property
     def status(self) -> str:
         return self._loop.status if self._loop is not None else "not started"
-
-    @property
-    def last_sequence(self) -> int:
-        """The last applied journal sequence of the current server instance (0 when unknown)."""
-        return self._replica.cursor.sequence
-
-    @property
-    def last_source_position(self) -> str:
-        return self._replica.cursor.source_position
-
-    @property
-    def snapshot_id(self) -> str:
-        return self._replica.cursor.snapshot_id
-
-    @property
-    def columns(self) -> tuple[Column, ...]:
-        return self._replica.columns
-
-    @property
-    def full_resyncs(self) -> int:
-        return self.stats.full_resyncs
 
     @property
     def _table_name(self) -> str:

@@ -10,19 +10,18 @@ Invariants:
 - while streams overlap (`shared()`), a full snapshot behind the watermark is not installed over the rows (that
   would move the watermark back while the other stream carries on past changes the snapshot lacks): its stream
   applies it in a shadow copy until the copy reaches the watermark, or until it is the only stream left;
-- listeners fire once per applied change, after the rows changed, with the row as held before and after.
-"""
+- listeners fire once per applied change, after the rows changed, with the row as held before and after."""
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from laredo_kernel.changes import Action
 from laredo_kernel.position import Position, PositionError, parse_lsn
 
 from laredo_client.indexed_state import IndexedRows, Key, Row
@@ -35,13 +34,6 @@ Listener = Callable[[Row | None, Row | None], None]
 #: A parsed source position as a plain tuple: compares fast, and None when the text is no source position.
 PositionKey = tuple[int, int, int]  # Position.key: (epoch and LSN, ordinal, repair)
 _PARSE: Any = object()  # apply_change's default: parse the position text
-
-
-class Action(enum.Enum):
-    INSERT = "INSERT"
-    UPDATE = "UPDATE"
-    DELETE = "DELETE"
-    TRUNCATE = "TRUNCATE"
 
 
 @dataclass
@@ -183,7 +175,7 @@ class ClientReplica:
         if key is _PARSE:
             key = position_key(position)
         if action is Action.TRUNCATE:
-            self.rows.clear()
+            self.rows.replace_all(())
             self._advance(position, key)
             self._notify(None, None)
             return

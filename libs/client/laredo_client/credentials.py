@@ -1,8 +1,6 @@
-"""Connection security of a client: TLS settings, a bearer token, and `https://` addresses.
-
-Shared by the client library and the `laredo` command line, so both read certificates and tokens the same way
-and never show a token: reprs and error messages name where a token came from, not what it is.
-"""
+"""Connection security of a client: TLS settings, a bearer token, and `https://` addresses. Shared by the client
+library and the `laredo` command line, so both read certificates and tokens the same way and never show a token:
+reprs and error messages name where a token came from, not what it is."""
 
 from __future__ import annotations
 
@@ -29,13 +27,10 @@ _SERVER_NAME_OPTION = "grpc.ssl_target_name_override"
 
 @dataclass(frozen=True, slots=True)
 class TlsOptions:
-    """TLS for a client's connections.
-
-    `ca`: PEM of the CA certificates that sign the server's certificate (None: the system's trusted roots);
-    `cert` and `key`: PEM of a client certificate and its private key, for servers that require mutual TLS
-    (both or neither); `server_name`: the name the server's certificate must carry, also sent as SNI (empty:
-    the host of the address). `TlsOptions()` is TLS with the system's roots.
-    """
+    """TLS for a client's connections. `ca`: PEM of the CA certificates that sign the server's certificate (None:
+    the system's trusted roots); `cert` and `key`: PEM of a client certificate and its private key, for servers
+    that require mutual TLS (both or neither); `server_name`: the name the server's certificate must carry, also
+    sent as SNI (empty: the host of the address). `TlsOptions()` is TLS with the system's roots."""
 
     ca: bytes | None = None
     cert: bytes | None = None
@@ -88,12 +83,10 @@ def _read_pem(name: str, path: str | Path | None, problems: list[str]) -> bytes 
 
 
 class BearerToken:
-    """A token sent as `authorization: Bearer <token>` with every call; never shown (repr names its source).
-
+    """A token sent as `authorization: Bearer <token>` with every call; never shown (repr names its source):
     `BearerToken.of(text)`, `.from_env("LAREDO_TOKEN")` (read once) or `.from_file(path)` (read again whenever
     the file changes, so a rotated token is picked up by the next call). Surrounding whitespace (a file's
-    trailing newline) is dropped; the token must then be non-empty visible ASCII without spaces.
-    """
+    trailing newline) is dropped; the token must then be non-empty visible ASCII without spaces."""
 
     __slots__ = ("_path", "_stamp", "_value", "source")
 
@@ -184,12 +177,8 @@ def parse_address(address: str) -> Target:
     """`host:port`, `http://host:port`, `grpc://host:port` (cleartext unless TLS is configured) or
     `https://host:port` (TLS); a trailing slash is ignored."""
     text = address.strip()
-    https = text.lower().startswith(_TLS_SCHEME)
-    for scheme in (_TLS_SCHEME, *_CLEARTEXT_SCHEMES):
-        if text.lower().startswith(scheme):
-            text = text[len(scheme):]
-            break
-    return Target(text.rstrip("/"), https)
+    scheme = next((s for s in (_TLS_SCHEME, *_CLEARTEXT_SCHEMES) if text.lower().startswith(s)), "")
+    return Target(text[len(scheme):].rstrip("/"), scheme == _TLS_SCHEME)
 
 
 def says_cleartext(address: str) -> bool:

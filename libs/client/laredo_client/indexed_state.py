@@ -2,8 +2,7 @@
 
 Invariants: every index holds exactly the rows of the table (rows with a NULL in a unique index's fields are
 not in that index, as in SQL); a row is replaced whole, never mutated, so a row handed out stays consistent.
-Every method takes the state's lock, so a thread may read while the event loop applies changes.
-"""
+Every method takes the state's lock, so a thread may read while the event loop applies changes."""
 
 from __future__ import annotations
 
@@ -11,18 +10,11 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from laredo_kernel.rows import hashable
+
 Row = dict[str, Any]
 Key = tuple[Any, ...]
 PRIMARY_LOOKUP = "lookup"  # the index lookup() reads: lookup_fields, or the primary key when none are set
-
-
-def freeze(value: Any) -> Any:
-    """A hashable stand-in for a row value (JSON lists and objects become tuples)."""
-    if isinstance(value, list):
-        return tuple(freeze(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
-    return value
 
 
 class _Index:
@@ -32,7 +24,7 @@ class _Index:
         self.multi_map: dict[Key, dict[Key, None]] = {}  # value -> primary keys, in insertion order
 
     def value_of(self, row: Mapping[str, Any]) -> Key:
-        return tuple(freeze(row.get(f)) for f in self.fields)
+        return tuple(hashable(row.get(f)) for f in self.fields)
 
     def add(self, row: Mapping[str, Any], pk: Key) -> None:
         value = self.value_of(row)
@@ -53,7 +45,7 @@ class _Index:
             del self.unique_map[value]
 
     def keys_for(self, values: Sequence[Any]) -> list[Key]:
-        value = tuple(freeze(v) for v in values)
+        value = tuple(hashable(v) for v in values)
         if self.unique:
             pk = self.unique_map.get(value)
             return [] if pk is None else [pk]
@@ -73,8 +65,10 @@ class IndexedRows:
         self._index_specs = [(i.name, tuple(i.fields), bool(i.unique)) for i in indexes]
         self._key_columns: tuple[str, ...] = ()
         self._rows: dict[Key, Row] = {}
-        self._indexes: dict[str, _Index] = {}
-        self._build_indexes()
+        # Without lookup fields, lookup() reads the primary key: the rows themselves, no index to keep.
+        self._indexes = {PRIMARY_LOOKUP: _Index(self._lookup_fields, unique=True)} if self._lookup_fields else {}
+        for name, fields, unique in self._index_specs:
+            self._indexes[name] = _Index(fields, unique)
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -84,27 +78,16 @@ class IndexedRows:
         """Key rows by these columns; falls back to the lookup fields, then to an `id` column."""
         key = tuple(columns) or self._lookup_fields or ("id",)
         with self.lock:
-            if key == self._key_columns:
-                return
-            self._key_columns = key
-            rows = list(self._rows.values())
-            self._rows.clear()
-            self._build_indexes()
-            for row in rows:
-                self.upsert(row)
-
-    def _build_indexes(self) -> None:
-        # Without lookup fields, lookup() reads the primary key: the rows themselves, no index to keep.
-        self._indexes = {PRIMARY_LOOKUP: _Index(self._lookup_fields, unique=True)} if self._lookup_fields else {}
-        for name, fields, unique in self._index_specs:
-            self._indexes[name] = _Index(fields, unique)
+            if key != self._key_columns:
+                self._key_columns = key
+                self.replace_all(list(self._rows.values()))
 
     def key_of(self, row: Mapping[str, Any]) -> Key:
         columns = self._key_columns
         if len(columns) == 1:  # the usual single-column key, without a generator
             value = row.get(columns[0])
-            return (freeze(value),) if isinstance(value, (list, dict)) else (value,)
-        return tuple(freeze(row.get(c)) for c in columns)
+            return (hashable(value),) if isinstance(value, (list, dict)) else (value,)
+        return tuple(hashable(row.get(c)) for c in columns)
 
     # -- changes ------------------------------------------------------------------------------------------
 
@@ -142,12 +125,6 @@ class IndexedRows:
         for index in self._indexes.values():
             index.remove(row, pk)
 
-    def clear(self) -> None:
-        with self.lock:
-            self._rows.clear()
-            for index in self._indexes.values():
-                index.clear()
-
     def replace_all(self, rows: Iterable[Row]) -> dict[Key, Row]:
         """Swap in a whole new set of rows; returns the rows held before, by key."""
         with self.lock:
@@ -164,7 +141,7 @@ class IndexedRows:
 
     def get(self, pk: Key) -> Row | None:
         with self.lock:
-            return self._rows.get(tuple(freeze(v) for v in pk))
+            return self._rows.get(tuple(hashable(v) for v in pk))
 
     def lookup_all(self, index_name: str, values: Sequence[Any]) -> list[Row]:
         with self.lock:
@@ -179,7 +156,7 @@ class IndexedRows:
             if index is not None:
                 return [self._rows[pk] for pk in index.keys_for(values)]
             # lookup() by primary key: as a unique index would, a NULL in the values matches nothing.
-            key = tuple(freeze(v) for v in values)
+            key = tuple(hashable(v) for v in values)
             row = None if None in key else self._rows.get(key)
             return [] if row is None else [row]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,55 +127,46 @@ class ClientOptions:
         return self.channel_credentials is not None or self.effective_tls is not None
 
 
-def _table_problems(options: ClientOptions) -> list[str]:
-    problems = []
+def _table_problems(options: ClientOptions) -> Iterator[str]:
     for name in ("address", "schema", "table"):
         if not getattr(options, name):
-            problems.append(f"{name}: required (e.g. address='fanout:4002', schema='public', table='items')")
+            yield f"{name}: required (e.g. address='fanout:4002', schema='public', table='items')"
     if options.bootstrap_from_server_snapshot and options.filters:
-        problems.append("bootstrap_from_server_snapshot: cannot be combined with filters (a server snapshot holds "
-                        "every row of the table); drop one of them")
+        yield ("bootstrap_from_server_snapshot: cannot be combined with filters (a server snapshot holds every row "
+               "of the table); drop one of them")
     if options.max_batch_size < 0:
-        problems.append(f"max_batch_size: must be >= 0 (0 or 1 = one row or entry per message), got "
-                        f"{options.max_batch_size}")
-    return problems
+        yield f"max_batch_size: must be >= 0 (0 or 1 = one row or entry per message), got {options.max_batch_size}"
 
 
-def _index_problems(lookup_fields: Sequence[str], indexes: Sequence[Index]) -> list[str]:
-    problems = []
+def _index_problems(lookup_fields: Sequence[str], indexes: Sequence[Index]) -> Iterator[str]:
     if any(not f for f in lookup_fields):
-        problems.append("lookup_fields: field names must not be empty")
+        yield "lookup_fields: field names must not be empty"
     seen: set[str] = set()
     for index in indexes:
         if not index.name:
-            problems.append("indexes: every index needs a name")
+            yield "indexes: every index needs a name"
         elif index.name in seen:
-            problems.append(f"indexes: the name {index.name!r} is used twice")
+            yield f"indexes: the name {index.name!r} is used twice"
         seen.add(index.name)
         if not index.fields or any(not f for f in index.fields):
-            problems.append(f"indexes.{index.name}: needs one or more non-empty field names")
-    return problems
+            yield f"indexes.{index.name}: needs one or more non-empty field names"
 
 
-def _security_problems(options: ClientOptions) -> list[str]:
-    problems = []
+def _security_problems(options: ClientOptions) -> Iterator[str]:
     if options.tls is not None and options.channel_credentials is not None:
-        problems.append("tls: give either tls or channel_credentials, not both")
+        yield "tls: give either tls or channel_credentials, not both"
     if options.tls is not None and says_cleartext(options.address):
-        problems.append(f"address: {options.address!r} names a cleartext scheme but tls is set; write "
-                        f"https://host:port or host:port")
-    return problems
+        yield (f"address: {options.address!r} names a cleartext scheme but tls is set; write https://host:port "
+               "or host:port")
 
 
-def _timing_problems(options: ClientOptions) -> list[str]:
-    problems = []
+def _timing_problems(options: ClientOptions) -> Iterator[str]:
     if options.heartbeat_timeout <= 0:
-        problems.append(f"heartbeat_timeout: must be > 0 seconds, got {options.heartbeat_timeout}")
+        yield f"heartbeat_timeout: must be > 0 seconds, got {options.heartbeat_timeout}"
     b = options.backoff
     if not 0 < b.initial <= b.maximum:
-        problems.append(f"backoff: need 0 < initial <= maximum, got initial={b.initial} maximum={b.maximum}")
+        yield f"backoff: need 0 < initial <= maximum, got initial={b.initial} maximum={b.maximum}"
     if b.multiplier < 1:
-        problems.append(f"backoff.multiplier: must be >= 1, got {b.multiplier}")
+        yield f"backoff.multiplier: must be >= 1, got {b.multiplier}"
     if not 0 <= b.jitter <= 1:
-        problems.append(f"backoff.jitter: must be within [0, 1], got {b.jitter}")
-    return problems
+        yield f"backoff.jitter: must be within [0, 1], got {b.jitter}"

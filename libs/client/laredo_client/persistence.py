@@ -4,8 +4,7 @@ Format (JSON, version 1): format, schema, table, filters, server_address, server
 absent in older files, whose last_seq is then never resumed from), last_seq, last_source_position, snapshot_id,
 saved_at_unix_ms, key_columns, columns, rows.
 Saving is atomic: a temporary file in the same directory is written, flushed to disk and renamed over the old
-one, so a crash mid-save leaves the previous snapshot intact. A missing or unusable file means "start fresh".
-"""
+one, so a crash mid-save leaves the previous snapshot intact. A missing or unusable file means "start fresh"."""
 
 from __future__ import annotations
 

@@ -5,14 +5,11 @@
   the instance and epoch that issued it: the server resumes after it only if it issued it (exact even for
   entries that share or lack a source position), else by position. A server that does not name itself cannot
   tell, so its stream is refused unapplied (ServerChanged) and the client resumes by position only.
-- A clean end of stream, 30 s of silence, a sequence gap or a retryable status: reconnect after a backoff
-  delay (exponential with jitter; reset once a stream caught up). A status that retrying cannot fix
-  (bad table or filter, unknown service) stops the client with ClientFailed.
+- A clean end of stream, silence past heartbeat_timeout, a sequence gap or a retryable status: reconnect after
+  a backoff delay (reset once a stream caught up); a status retrying cannot fix stops the client (ClientFailed).
 - GoAway: the old stream keeps applying while a new stream is dialled on the configured address with
-  last_known_sequence = 0; once the new stream caught up (its applied sequence reached its handshake's
-  server_current_sequence) the old one is closed and the new one becomes primary. If the old stream ends first,
-  the new one simply carries on; if the new one fails, it is retried with backoff while the old one streams.
-"""
+  last_known_sequence = 0; once the new stream caught up the old one is closed and the new one becomes primary.
+  If the old stream ends first, the new one carries on; if the new one fails, it is retried with backoff."""
 
 from __future__ import annotations
 

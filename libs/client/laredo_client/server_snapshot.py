@@ -1,17 +1,13 @@
 """Bootstrapping a new client from the server's stored snapshots (ListSnapshots + FetchSnapshot) instead of a full
 snapshot streamed by Sync: the option `bootstrap_from_server_snapshot`.
 
-Steps, before the first Sync stream: ListSnapshots (limit 1) names the newest stored snapshot; a Sync call with
-its id asks whether the server can continue it (the handshake's mode, DELTA_FROM_SNAPSHOT or DELTA, and the
-table's columns, which FetchSnapshot does not carry) and is closed at once; FetchSnapshot streams its rows,
-decoded with those columns exactly as Sync's rows are; the rows are installed with the snapshot's id and source
-position as the cursor. The replication loop's first stream then resumes from there (by position, or by the
-snapshot id), so only the changes after the snapshot travel. Snapshots are served by whichever instance answers:
-every instance resolves one by its source position, so each call may reach another instance.
-
-Nothing is installed unless every step succeeded; a server without a snapshot store, without snapshots, whose
-journal no longer covers the newest one, or any failure (logged) leaves the client to its usual full snapshot.
-"""
+Before the first Sync stream: ListSnapshots (limit 1) names the newest stored snapshot; a Sync call with its id,
+closed at once, tells whether the server can continue it (DELTA_FROM_SNAPSHOT or DELTA) and the table's columns,
+which FetchSnapshot does not carry; FetchSnapshot streams its rows, decoded as Sync's are, installed with the
+snapshot's id and source position as the cursor, from which the first stream resumes. Each call may reach
+another instance: every instance resolves a snapshot by its source position. Nothing is installed unless every
+step succeeded; otherwise (no snapshot store or snapshot, a journal that no longer covers it, a failure, logged)
+the client takes its usual full snapshot."""
 
 from __future__ import annotations
 

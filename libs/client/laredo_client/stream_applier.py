@@ -1,16 +1,11 @@
 """Applies one Sync stream's messages to the ClientReplica: stream grammar, sequences, snapshot staging, readiness.
 
 Per stream: the handshake comes first; a snapshot (SnapshotBegin, rows, SnapshotEnd) is staged aside and
-installed whole at its end, so the rows stay usable (and an overlapping stream keeps applying) meanwhile; a
-snapshot that ends behind the rows' watermark while another stream applies goes to a shadow copy instead, which
-this stream's entries advance until it reaches the watermark (or the other streams are gone) and replaces the
-rows whole: the rows' position never moves back, and no change is skipped (ClientReplica's invariants);
-journal sequences are contiguous (they may skip under subscription filters, since the server does not send
-filtered-out entries); the stream is caught up once its applied sequence reaches the handshake's
-server_current_sequence, or at the first heartbeat (servers send heartbeats only to live streams).
-Journal entries and snapshot rows are decoded from the message bytes (laredo_kernel.sync_wire), a message's entries
-in one pass: this is the client's hot path.
-"""
+installed whole at its end, so the rows stay usable meanwhile, or goes to a shadow copy when it ends behind the
+rows' watermark while another stream applies (ClientReplica's invariants); journal sequences are contiguous
+(they may skip under subscription filters); the stream is caught up once its applied sequence reaches the
+handshake's server_current_sequence, or at the first heartbeat (servers send heartbeats only to live streams).
+A message's entries are decoded from its bytes in one pass: this is the client's hot path."""
 
 from __future__ import annotations
 
@@ -37,14 +32,6 @@ log = logging.getLogger(__name__)
 
 _ACTIONS = {a.value.encode(): a for a in Action}
 _FROM_BYTES = frozenset({"snapshot_row", "journal_entry", "snapshot_rows", "journal_batch"})
-
-
-def _text(key: PositionKey) -> str:
-    return str(Position.from_key(key))
-
-
-def mode_name(mode: int) -> str:
-    return pb.SyncMode.Name(mode).removeprefix("SYNC_MODE_")
 
 
 class StreamApplier:
@@ -86,8 +73,6 @@ class StreamApplier:
             self.replica.cursor.forget_sequence()
         else:
             self.replica.cursor.issued(self.applied_sequence, self.server_id, self.journal_epoch)
-
-    # -- messages -------------------------------------------------------------------------------------------
 
     def handle_bytes(self, data: bytes) -> None:
         """One SyncResponse as it came off the wire. Journal entries and snapshot rows are decoded from the
@@ -148,7 +133,7 @@ class StreamApplier:
             raise ProtocolViolation(f"{self.name}: a second handshake arrived")
         self.handshake = handshake
         self.server_id, self.journal_epoch = handshake.instance_id, handshake.journal_epoch
-        mode = mode_name(handshake.mode)
+        mode = pb.SyncMode.Name(handshake.mode).removeprefix("SYNC_MODE_")
         self.stats.record_handshake(mode)
         self._set_columns(handshake.columns)
         self._next_sequence = handshake.resume_from_sequence + 1
@@ -288,7 +273,8 @@ class StreamApplier:
     def _warn_backwards(self, key: PositionKey, previous: PositionKey) -> None:
         """Positions grow along one stream; if they do not, the source was reset: apply rather than stall."""
         log.warning("%s: source position went backwards within one stream (%s after %s); applying the change "
-                    "and continuing from the new position", self.name, _text(key), _text(previous))
+                    "and continuing from the new position", self.name, Position.from_key(key),
+                    Position.from_key(previous))
 
     def _advance_sequence(self, sequence: int) -> None:
         self.applied_sequence = sequence

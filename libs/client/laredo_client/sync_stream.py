@@ -1,8 +1,5 @@
-"""One Sync call on its own channel: reads raw messages with a silence deadline and applies them (StreamApplier).
-
-The call returns each message's bytes undecoded, so journal entries and snapshot rows are decoded once, by
-hand, from the bytes (laredo_kernel.sync_wire) rather than first into generated messages.
-"""
+"""One Sync call on its own channel: reads raw messages with a silence deadline and applies them (StreamApplier),
+which decodes their bytes by hand (laredo_kernel.sync_wire) rather than through generated messages first."""
 
 from __future__ import annotations
 
@@ -40,8 +37,6 @@ class SyncStream(StreamApplier):
         self.request = request
         self.task: asyncio.Task[None] | None = None
 
-    # -- lifecycle ------------------------------------------------------------------------------------------
-
     def start(self) -> asyncio.Task[None]:
         self.stats.streams_opened += 1
         self.task = asyncio.create_task(self._run(), name=self.name)
@@ -57,7 +52,9 @@ class SyncStream(StreamApplier):
     async def _run(self) -> None:
         """Apply the stream until the server ends it cleanly (returns) or it fails (raises)."""
         observer = self.options.stream_observer
-        async with self._open_channel() as channel:
+        # A new channel and a new connection per stream, so a load balancer can route a re-dial elsewhere: by
+        # default gRPC shares one connection among all channels to the same address in a process.
+        async with open_channel(self.options, (_OWN_CONNECTION, 1)) as channel:
             sync = channel.unary_stream(SYNC_METHOD, request_serializer=pb.SyncRequest.SerializeToString,
                                         response_deserializer=None)  # bytes: handle_bytes decodes them
             if observer is not None:
@@ -75,11 +72,6 @@ class SyncStream(StreamApplier):
                 call.cancel()
                 if observer is not None:
                     observer.closed(self.name)
-
-    def _open_channel(self) -> grpc.aio.Channel:
-        """A new channel and a new connection per stream, so a load balancer can route a re-dial elsewhere:
-        by default gRPC shares one connection among all channels to the same address in a process."""
-        return open_channel(self.options, (_OWN_CONNECTION, 1))
 
     async def _within_deadline(self, pending: Awaitable[T]) -> T:
         timeout = self.options.heartbeat_timeout

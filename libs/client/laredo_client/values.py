@@ -1,8 +1,7 @@
 """Rows as clients see them: Struct bytes to dict, integer columns back to int, column metadata.
 
 Every other value is what the server sent: numeric, money, interval and the like as PostgreSQL's text (a
-numeric 0.0000001 is the string "0.0000001", never 1E-7 or a float).
-"""
+numeric 0.0000001 is the string "0.0000001", never 1E-7 or a float)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import struct
 import threading
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -19,7 +18,7 @@ from google.protobuf.message import DecodeError
 from laredo.replication.v1 import replication_pb2 as pb
 
 from laredo_kernel.sync_wire import NotCanonical, WireError
-from laredo_kernel.struct_wire import StructDecoder, to_integer
+from laredo_kernel.struct_wire import StructDecoder
 
 Row = dict[str, Any]
 ROW_CACHE_SIZE = 8192  # decoded rows kept by their bytes, per generation
@@ -44,8 +43,7 @@ class Column:
         return cls(definition.column_name, definition.data_type, definition.not_null, ordinal)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "data_type": self.data_type, "not_null": self.not_null,
-                "primary_key_ordinal": self.primary_key_ordinal}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Column:
@@ -59,8 +57,7 @@ def primary_key_of(columns: Iterable[Column]) -> tuple[str, ...]:
 
 
 class RowDecoder:
-    """Struct bytes to rows. Struct numbers are doubles and integers beyond 2**53 travel as decimal strings, so
-    the columns the handshake declares as integers are turned back into int.
+    """Struct bytes to rows, the values of the columns the handshake declares as integers turned back into int.
 
     The rows of journal entries and snapshots are shared: the last decoded rows are kept by their bytes (two
     generations of ROW_CACHE_SIZE), so bytes seen again (an UPDATE's old values are the row's previous new
@@ -104,29 +101,15 @@ class RowDecoder:
     def _decode(self, raw: bytes, names: frozenset[str] | None) -> Row:
         structs = self._structs
         try:
-            return structs.decode(raw, 0, len(raw)) if names is None else structs.fields(raw, 0, len(raw), names)
-        except NotCanonical:  # valid, but laid out unlike what serializers write: read it as protobuf does
-            pass
-        except (IndexError, UnicodeDecodeError, struct.error) as exc:
+            try:
+                return structs.decode(raw, 0, len(raw)) if names is None else structs.fields(raw, 0, len(raw), names)
+            except NotCanonical:  # valid, but laid out unlike what serializers write: read it as protobuf does
+                message = struct_pb2.Struct.FromString(raw)
+                message.DiscardUnknownFields()  # an entry protobuf did not take into the map stays unknown
+                raw = message.SerializeToString()
+                return structs.decode(raw, 0, len(raw))
+        except (IndexError, UnicodeDecodeError, struct.error, DecodeError) as exc:
             raise WireError(f"undecodable Struct of {len(raw)} bytes: {exc}") from exc
-        try:
-            message = struct_pb2.Struct.FromString(raw)
-        except DecodeError as exc:
-            raise WireError(f"undecodable Struct of {len(raw)} bytes: {exc}") from exc
-        row = {name: _plain(value) for name, value in message.fields.items()}
-        for name in self.integer_columns:
-            if name in row:
-                row[name] = to_integer(row[name])
-        return row
-
-
-def _plain(value: struct_pb2.Value) -> Any:
-    kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return {name: _plain(v) for name, v in value.struct_value.fields.items()}
-    if kind == "list_value":
-        return [_plain(v) for v in value.list_value.values]
-    return None if kind in (None, "null_value") else getattr(value, kind)
 
 
 _shared_lock = threading.Lock()

@@ -55,12 +55,9 @@ class ColumnInfo:
 
 @dataclass(frozen=True, slots=True)
 class RowChange:
-    """One applied-ready change: typed rows keyed by column name.
-
-    `new` may hold UNCHANGED (laredo_kernel.tuples) for unchanged TOASTed values:
-    the consumer keeps its stored value for those columns. `old` holds the
-    replica identity key (old_is_key_only) or the full old row, or is None.
-    """
+    """One applied-ready change: typed rows keyed by column name. `new` may hold UNCHANGED (laredo_kernel.tuples)
+    for unchanged TOASTed values: the consumer keeps its stored value for those columns. `old` holds the replica
+    identity key (old_is_key_only) or the full old row, or is None."""
 
     position: Position
     action: Action

@@ -19,6 +19,7 @@ Invariants (besides laredo_kernel.table_core's):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from laredo_kernel.position import BASELINE_ORDINAL_BASE, Position
@@ -32,15 +33,15 @@ RowDecoder = Callable[[bytes], dict[str, Any]]
 _DECODED_ROWS = 1024
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class EncodedRow:
     """One version of one row, never modified: `encoded` is its wire form, shared by every reader; `position`:
     of the change that wrote it (None: restored from a snapshot, see EncodedTable.written_at). Its values are
     EncodedTable.values_of(row). Equal by identity: a version is one object."""
 
-    __slots__ = ("key", "encoded", "position")
-
-    def __init__(self, key: Any, encoded: bytes, position: Position | None = None) -> None:
-        self.key, self.encoded, self.position = key, encoded, position
+    key: Any
+    encoded: bytes
+    position: Position | None = None
 
     def __repr__(self) -> str:
         return f"EncodedRow({self.key!r}, {len(self.encoded)} bytes, at {self.position})"

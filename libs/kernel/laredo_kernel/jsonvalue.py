@@ -1,12 +1,10 @@
 """Typed row values to JSON-compatible values, as clients see them (protobuf Struct, JSON lines).
 
-Mapping: bool, str, None as is; int as a number when exactly representable in a
-double (|v| <= 2**53), else as a decimal string; float as a number (NaN and
-infinities as the strings "NaN", "Infinity", "-Infinity"); Decimal as its exact
-string in PostgreSQL's numeric text form (positional, never an exponent:
-0.0000001, not 1E-7; trailing zeros kept: 1.50); bytes as base64 (the protobuf
-JSON convention); dates and times as ISO 8601 strings; JSON documents and arrays
-as nested values.
+Mapping: bool, str, None as is; int as a number when exactly representable in a double (|v| <= 2**53), else as
+a decimal string; float as a number (NaN and infinities as the strings "NaN", "Infinity", "-Infinity"); Decimal
+as its exact string in PostgreSQL's numeric text form (positional, never an exponent: 0.0000001, not 1E-7;
+trailing zeros kept: 1.50); bytes as base64 (the protobuf JSON convention); dates and times as ISO 8601 strings;
+JSON documents and arrays as nested values.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """PostgreSQL text-form values to typed Python values, one converter per column type.
 
-Baseline (COPY text) and stream (pgoutput text tuples) carry the same text forms,
-produced under the same session settings (DateStyle ISO, IntervalStyle iso_8601,
-TimeZone UTC, extra_float_digits 3, bytea_output hex), so one converter gives
-identical values for both. Unknown types keep their text form as str.
+Baseline (COPY text) and stream (pgoutput text tuples) carry the same text forms, produced under the same session
+settings (SESSION_SETTINGS), so one converter gives identical values for both. Unknown types keep their text.
 """
 
 from __future__ import annotations
@@ -35,77 +33,51 @@ def _bool(text: str) -> bool:
     return text == "t"
 
 
-def _float(text: str) -> float:
-    return float(text)  # accepts NaN, Infinity, -Infinity
-
-
 def _bytea(text: str) -> bytes:
     if not text.startswith("\\x"):
         raise ValueError("bytea is not in hex format (bytea_output must be 'hex')")
     return bytes.fromhex(text[2:])
 
 
-def _date(text: str) -> dt.date | str:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        return text  # infinity, -infinity, BC dates, years beyond 9999
+def _or_text(parse: Converter) -> Converter:
+    """`parse`, keeping the text PostgreSQL wrote where Python has no value: infinity, -infinity, BC dates,
+    years beyond 9999."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError:
+            return text
+
+    return convert
 
 
-def _time(text: str) -> dt.time:
-    return dt.time.fromisoformat(text)
-
-
-def _timetz(text: str) -> dt.time:
-    return dt.time.fromisoformat(text)  # Python 3.11 takes PostgreSQL's '+05' offsets as they are
-
-
-def _timestamp(text: str) -> dt.datetime | str:
-    try:
-        return dt.datetime.fromisoformat(text)
-    except ValueError:
-        return text
-
-
-def _timestamptz(text: str) -> dt.datetime | str:
-    try:
-        return dt.datetime.fromisoformat(text)
-    except ValueError:
-        return text
-
-
-def _json(text: str) -> Any:
-    return json.loads(text)
-
-
-def _str(text: str) -> str:
-    return text
-
-
+_date, _timestamp = _or_text(dt.date.fromisoformat), _or_text(dt.datetime.fromisoformat)
+# float() accepts NaN, Infinity and -Infinity; time.fromisoformat (Python 3.11) PostgreSQL's '+05' offsets.
 SCALARS: dict[int, Converter] = {
     16: _bool,
     17: _bytea,
-    18: _str,  # "char"
-    19: _str,  # name
+    18: str,  # "char"
+    19: str,  # name
     20: int,
     21: int,
     23: int,
-    25: _str,
+    25: str,
     26: int,  # oid
-    114: _json,
-    700: _float,
-    701: _float,
-    1042: _str,  # bpchar
-    1043: _str,  # varchar
+    114: json.loads,
+    700: float,
+    701: float,
+    1042: str,  # bpchar
+    1043: str,  # varchar
     1082: _date,
-    1083: _time,
+    1083: dt.time.fromisoformat,
     1114: _timestamp,
-    1184: _timestamptz,
-    1186: _str,  # interval, ISO 8601 duration text
-    1266: _timetz,
+    1184: _timestamp,
+    1186: str,  # interval, ISO 8601 duration text
+    1266: dt.time.fromisoformat,
     1700: Decimal,
-    2950: _str,  # uuid
-    3802: _json,
+    2950: str,  # uuid
+    3802: json.loads,
 }
 
 #: Array type OID → element type OID, for the built-in arrays.
@@ -127,7 +99,7 @@ def converter_for(type_oid: int, type_name: str = "", base_type_oid: int = 0) ->
         return _array_of(converter_for(base_type_oid))
     if base_type_oid and base_type_oid != type_oid:
         return converter_for(base_type_oid)
-    return _str
+    return str
 
 
 def _array_of(element: Converter) -> Converter:
@@ -212,20 +184,17 @@ def _utf8(raw: bytes) -> str:
     return raw.decode("utf-8")
 
 
-def _timestamp_json(raw: bytes) -> str:
-    text = raw.decode("utf-8")
-    try:
-        return dt.datetime.fromisoformat(text).isoformat()
-    except ValueError:
-        return text  # as _timestamp: infinity, BC, years beyond 9999 stay PostgreSQL's text
+def _iso_json(parse: Callable[[str], dt.date]) -> BytesConverter:
+    """As _or_text(parse), then to_json_value: the ISO 8601 text of the value, or PostgreSQL's own."""
 
+    def convert(raw: bytes) -> str:
+        text = raw.decode("utf-8")
+        try:
+            return parse(text).isoformat()
+        except ValueError:
+            return text
 
-def _date_json(raw: bytes) -> str:
-    text = raw.decode("utf-8")
-    try:
-        return dt.date.fromisoformat(text).isoformat()
-    except ValueError:
-        return text
+    return convert
 
 
 def _time_json(raw: bytes) -> str:
@@ -245,10 +214,11 @@ def _effective_scalar(type_oid: int, type_name: str, base_type_oid: int) -> int 
 
 _TEXT_OIDS = frozenset({18, 19, 25, 1042, 1043, 1186, 2950})
 _TYPED_FROM_BYTES: dict[int, BytesConverter] = {16: _bool_bytes, 20: int, 21: int, 23: int, 26: int}
+_TIMESTAMP_JSON = _iso_json(dt.datetime.fromisoformat)
 _JSON_FROM_BYTES: dict[int, BytesConverter] = {
     16: _bool_bytes, 20: _int8_json, 21: int, 23: int, 26: int, 700: _float_json, 701: _float_json,
-    1700: _numeric_json, 1082: _date_json, 1083: _time_json, 1114: _timestamp_json, 1184: _timestamp_json,
-    1266: _time_json,
+    1700: _numeric_json, 1082: _iso_json(dt.date.fromisoformat), 1083: _time_json, 1114: _TIMESTAMP_JSON,
+    1184: _TIMESTAMP_JSON, 1266: _time_json,
 }
 
 
@@ -264,11 +234,11 @@ def bytes_converter_for(type_oid: int, type_name: str = "", base_type_oid: int =
     fast = (_JSON_FROM_BYTES if json_values else _TYPED_FROM_BYTES).get(scalar) if scalar is not None else None
     if fast is not None:
         return fast
-    if scalar in _TEXT_OIDS or (scalar is None and converter_for(type_oid, type_name, base_type_oid) is _str):
+    if scalar in _TEXT_OIDS or (scalar is None and converter_for(type_oid, type_name, base_type_oid) is str):
         return _utf8
     text_converter = converter_for(type_oid, type_name, base_type_oid)
     if not json_values:
-        if text_converter is _float:
+        if text_converter is float:
             return float
         return lambda raw: text_converter(raw.decode("utf-8"))
     return lambda raw: to_json_value(text_converter(raw.decode("utf-8")))

@@ -15,7 +15,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from laredo_kernel.sync_wire import NotCanonical, WireError, read_length, read_varint, skip_field
+from laredo_kernel.sync_wire import (NotCanonical, WireError, read_length, read_varint, repeated_field_1,
+                                     skip_field)
 
 _DOUBLE = struct.Struct("<d").unpack_from
 _NULL, _NUMBER, _STRING, _BOOL = 0x08, 0x11, 0x1A, 0x20  # Value field tags
@@ -221,32 +222,15 @@ def decode_value(data: bytes, pos: int, end: int) -> Any:
             value = flag != 0
         elif tag == 0x2A:  # struct_value
             start, pos = read_length(data, pos + 1, end)
-            value = decode_struct(data, start, pos)
+            value = StructDecoder().decode(data, start, pos)  # no integer columns inside JSON values
         elif tag == 0x32:  # list_value
             start, pos = read_length(data, pos + 1, end)
-            value = decode_list(data, start, pos)
+            value = repeated_field_1(data, start, pos, decode_value)  # ListValue {repeated Value values = 1}
         else:
             pos = skip_field(data, pos, end)
     if pos != end:
         raise WireError(f"a Value's last field runs past its end ({end})")
     return value
-
-
-def decode_struct(data: bytes, pos: int, end: int) -> dict[str, Any]:
-    """A nested Struct (no integer columns inside JSON values)."""
-    return StructDecoder().decode(data, pos, end)
-
-
-def decode_list(data: bytes, pos: int, end: int) -> list[Any]:
-    """The google.protobuf.ListValue in data[pos:end]."""
-    values = []
-    while pos < end:
-        if data[pos] != 0x0A:
-            pos = skip_field(data, pos, end)
-            continue
-        start, pos = read_length(data, pos + 1, end)
-        values.append(decode_value(data, start, pos))
-    return values
 
 
 # Encoding: JSON-compatible values (laredo_kernel.jsonvalue's output: None, bool, int, float, str, lists and dicts
@@ -317,9 +301,7 @@ class _Field:
         key = length_delimited(b"\x0a", name.encode("utf-8"))
         self.key_and_tag = key + _ENTRY_VALUE  # MapEntry.key, then the tag of MapEntry.value
         self.number_prefix = _ENTRY + varint(len(key) + 11) + key + b"\x12\x09" + _NUMBER_TAG  # + 8 bytes of double
-        self.null_entry = self._entry(key, _NULL_VALUE)
-        self.true_entry = self._entry(key, _TRUE)
-        self.false_entry = self._entry(key, _FALSE)
+        self.null_entry, self.true_entry, self.false_entry = map(self.entry, (_NULL_VALUE, _TRUE, _FALSE))
         #: for a string of n UTF-8 bytes (n < _SHORT_STRING): everything of its entry before the text, made when
         #: first needed
         self.string_prefixes: list[bytes | None] = [None] * _SHORT_STRING
@@ -332,9 +314,9 @@ class _Field:
             varint(value_size), value))
         return prefix
 
-    @staticmethod
-    def _entry(key: bytes, value: bytes) -> bytes:
-        body = key + _ENTRY_VALUE + varint(len(value)) + value
+    def entry(self, value: bytes) -> bytes:
+        """The whole map entry of this column holding the encoded Value `value`."""
+        body = self.key_and_tag + varint(len(value)) + value
         return _ENTRY + varint(len(body)) + body
 
 
@@ -378,10 +360,7 @@ def struct_fields(values: Mapping[str, Any]) -> bytes:
         elif kind is bool:
             parts.append(field.true_entry if value else field.false_entry)
         else:
-            encoded = encode_value(value)
-            size = len(encoded)
-            entry_size = len(field.key_and_tag) + len(varint(size)) + size
-            extend((_ENTRY, varint(entry_size), field.key_and_tag, varint(size), encoded))
+            parts.append(field.entry(encode_value(value)))
     return b"".join(parts)
 
 

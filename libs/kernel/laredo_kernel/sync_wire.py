@@ -15,6 +15,10 @@ NotCanonical before anything was applied, and the caller parses them with the ge
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 _INT64_WRAP = 1 << 64
 _INT64_MAX = (1 << 63) - 1
 _ENTRY_LENGTH_TAGS = frozenset({0x12, 0x1A, 0x22, 0x2A, 0x32})  # ReplicationJournalEntry fields 2-6
@@ -201,22 +205,11 @@ def _journal_entry_any(data: bytes, pos: int, end: int) -> EntrySpan:
                     raise NotCanonical("new_values occurs twice")
                 new_start, new_end = start, pos
         elif tag == 0x08:  # sequence
-            sequence = shift = 0
-            pos += 1
-            while True:
-                byte = data[pos]
-                pos += 1
-                sequence |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
+            sequence, pos = read_varint(data, pos + 1)
             if sequence > _INT64_MAX:
                 sequence -= _INT64_WRAP
         elif tag == 0xA0 and data[pos + 1] == 0x06:  # xid, skipped
-            pos += 2
-            while data[pos] >= 0x80:
-                pos += 1
-            pos += 1
+            pos = _after_xid(data, pos)
         else:  # fields this client does not know
             pos = skip_field(data, pos, end)
     if pos != end:
@@ -224,17 +217,18 @@ def _journal_entry_any(data: bytes, pos: int, end: int) -> EntrySpan:
     return sequence, position, action, old_start, old_end, new_start, new_end
 
 
-def journal_entries(data: bytes, pos: int, end: int) -> list[EntrySpan]:
-    """The entries of the JournalEntryBatch in data[pos:end]."""
-    entries = []
-    append = entries.append
+def repeated_field_1(data: bytes, pos: int, end: int, parse: Callable[[bytes, int, int], T]) -> list[T]:
+    """`parse(data, start, end)` of each occurrence of the length-delimited field 1 of the message in
+    data[pos:end] (a repeated message field), other fields skipped."""
+    values: list[T] = []
+    append = values.append
     while pos < end:
         if data[pos] != 0x0A:
             pos = skip_field(data, pos, end)
             continue
         start, pos = read_length(data, pos + 1, end)
-        append(journal_entry(data, start, pos))
-    return entries
+        append(parse(data, start, pos))
+    return values
 
 
 def snapshot_row(data: bytes, pos: int, end: int) -> RowSpan:
@@ -251,18 +245,6 @@ def snapshot_row(data: bytes, pos: int, end: int) -> RowSpan:
     return row if row is not None else (end, end)
 
 
-def snapshot_rows(data: bytes, pos: int, end: int) -> list[RowSpan]:
-    """The row Struct (start, end) of each SnapshotRow of the SnapshotRowBatch in data[pos:end]."""
-    rows = []
-    while pos < end:
-        if data[pos] != 0x0A:
-            pos = skip_field(data, pos, end)
-            continue
-        start, pos = read_length(data, pos + 1, end)
-        rows.append(snapshot_row(data, start, pos))
-    return rows
-
-
 #: SyncResponse fields whose bytes the client decodes itself: snapshot_row, journal_entry, snapshot_rows and
 #: journal_batch; every other message goes through the generated code.
 SNAPSHOT_ROW, JOURNAL_ENTRY, SNAPSHOT_ROWS, JOURNAL_BATCH = 3, 5, 100, 101
@@ -275,12 +257,12 @@ def sync_payload(data: bytes) -> tuple[list[EntrySpan] | None, list[RowSpan] | N
     if found is None:
         return None
     number, start, end = found
-    if number == JOURNAL_BATCH:
-        return journal_entries(data, start, end), None
+    if number == JOURNAL_BATCH:  # a JournalEntryBatch
+        return repeated_field_1(data, start, end, journal_entry), None
     if number == JOURNAL_ENTRY:
         return [journal_entry(data, start, end)], None
-    if number == SNAPSHOT_ROWS:
-        return None, snapshot_rows(data, start, end)
+    if number == SNAPSHOT_ROWS:  # a SnapshotRowBatch
+        return None, repeated_field_1(data, start, end, snapshot_row)
     if number == SNAPSHOT_ROW:
         return None, [snapshot_row(data, start, end)]
     return None

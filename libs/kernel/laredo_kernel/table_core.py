@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from laredo_kernel.changes import Action, RowChange
@@ -49,13 +50,13 @@ RowFactory = Callable[[Any, Mapping[str, Any], "Position | None"], Row]
 _UNKNOWN: Any = object()
 
 
+@dataclass(slots=True, eq=False)
 class PlainRow:
     """A stored row with nothing but what the core needs (a sink with nothing of its own to keep)."""
 
-    __slots__ = ("key", "values", "position")
-
-    def __init__(self, key: Any, values: Mapping[str, Any], position: Position | None) -> None:
-        self.key, self.values, self.position = key, values, position
+    key: Any
+    values: Mapping[str, Any]
+    position: Position | None
 
 
 class MissingKeyValue(LookupError):
@@ -105,23 +106,18 @@ class ColumnsKey:
             raise self._refuse(exc) from None
 
 
+@dataclass(slots=True, repr=False)
 class RowEffect(Generic[Row]):
     """What one change did: the row before and after it (None = absent); TRUNCATE has neither. `action` is
     the change's own (a baseline row is an INSERT); `displaced` is another row a moved row overwrote.
 
-    Read-only by convention: one is made for every change applied, and a frozen dataclass costs three times
-    as much to make."""
+    Read-only by convention, not frozen: one is made for every change applied, and a frozen dataclass costs
+    three times as much to make."""
 
-    __slots__ = ("action", "old", "new", "displaced")
-
-    def __init__(self, action: Action, old: Row | None, new: Row | None, displaced: Row | None = None) -> None:
-        self.action, self.old, self.new, self.displaced = action, old, new, displaced
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RowEffect) and (self.action, self.old, self.new, self.displaced) == (
-            other.action, other.old, other.new, other.displaced)
-
-    __hash__ = None  # type: ignore[assignment]
+    action: Action
+    old: Row | None
+    new: Row | None
+    displaced: Row | None = None
 
     def __repr__(self) -> str:
         return f"RowEffect({self.action.name}, old={self.old!r}, new={self.new!r}, displaced={self.displaced!r})"

@@ -16,15 +16,10 @@ from laredo_kernel.errors import ProtocolError
 
 
 class _Unchanged:
-    """Marker for an unchanged TOASTed value: keep whatever the consumer already stores."""
+    """Marker for an unchanged TOASTed value: keep whatever the consumer already stores. One instance,
+    UNCHANGED, compared by identity: copies and unpickled ones are UNCHANGED itself (__reduce__)."""
 
     __slots__ = ()
-    _instance: _Unchanged | None = None
-
-    def __new__(cls) -> _Unchanged:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
 
     def __repr__(self) -> str:
         return "UNCHANGED"

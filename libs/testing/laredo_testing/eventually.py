@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
@@ -13,14 +14,14 @@ T = TypeVar("T")
 _UNSET: Any = object()
 
 
+@dataclass
 class _Attempts:
     """The last outcome of a polled predicate, for the timeout message."""
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.value: Any = _UNSET
-        self.error: BaseException | None = None
-        self.hung = False
+    count: int = 0
+    value: Any = _UNSET
+    error: BaseException | None = None
+    hung: bool = False
 
     def saw(self, value: Any = _UNSET, error: BaseException | None = None, hung: bool = False) -> None:
         self.count += 1

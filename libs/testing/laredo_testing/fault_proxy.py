@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from laredo_core.runtime import cancel
+from laredo_testing.process import StartedInContext
 
 __all__ = ["FaultProxy"]
 
@@ -47,7 +48,7 @@ class _Link:
             writer.transport.abort()
 
 
-class FaultProxy:
+class FaultProxy(StartedInContext):
     """Relays 127.0.0.1:`port` to `backends` ("host:port"); faults: `cut`, `drop_next_upstream`, `stall`,
     `hold_upstream`."""
 
@@ -85,12 +86,6 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- faults (any thread) --------------------------------------------------------------------------------
 

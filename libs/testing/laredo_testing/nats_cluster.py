@@ -172,16 +172,12 @@ class NatsCluster(StartedInContext):
         assert isinstance(found, NatsClusterNode)
         return found
 
-    def stream_states(self, stream: str) -> dict[str, dict[str, Any]]:
-        """`stream`'s state (messages, first_seq, last_seq, ...) per running node that holds a replica of it."""
-        return {node.server_name: dict(detail.get("state", {})) for node, detail in self.stream_details(stream)}
-
     def wait_stream_replicated(self, stream: str, replicas: int, timeout: float = 60.0) -> dict[str, Any]:
         """Wait until `replicas` running nodes hold `stream` with the same last sequence; returns that state."""
         def agreed() -> dict[str, Any] | None:
-            states = self.stream_states(stream)
+            states = {node.server_name: detail.get("state", {}) for node, detail in self.stream_details(stream)}
             last = {s.get("last_seq") for s in states.values()}
-            return next(iter(states.values())) if len(states) == replicas and len(last) == 1 else None
+            return dict(next(iter(states.values()))) if len(states) == replicas and len(last) == 1 else None
 
         state = wait_until(agreed, timeout=timeout, interval=0.2,
                            what=f"{replicas} running nodes to hold stream {stream} up to the same sequence")

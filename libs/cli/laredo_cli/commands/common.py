@@ -137,14 +137,12 @@ def stream_messages(ctx: Context, service: Service, method: str, request: Messag
     """Print each message of a server stream (a JSON line each with --json) until `count` messages,
     `duration` seconds, the server's end of the stream, or Ctrl-C; all of these end with exit code 0."""
     call = service.stream(method, request, duration=duration)
-    seen = 0
     try:
-        for message in service.messages(call, duration=duration):
+        for seen, message in enumerate(service.messages(call, duration=duration), 1):
             if ctx.json:
                 ctx.output.json_line(message_to_json(message))
             else:
                 ctx.output.stream_line(show(message))
-            seen += 1
             if count is not None and seen >= count:
                 break
     except KeyboardInterrupt:
@@ -152,11 +150,6 @@ def stream_messages(ctx: Context, service: Service, method: str, request: Messag
     finally:
         call.cancel()
     return ExitCode.OK
-
-
-def enum_name(value: str, prefix: str) -> str:
-    """`PIPELINE_STATE_STREAMING` -> `STREAMING` for people (JSON keeps the full name)."""
-    return value[len(prefix):] if value.startswith(prefix) else value
 
 
 def when(message: Message, field: str) -> str:

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 from laredo.v1 import oam_pb2
 
-from laredo_cli.commands.common import (
-    Context,
-    Registrar,
-    add_yes,
-    confirm,
-    positive_int,
-    print_answer,
-    print_json,
-    text_or_dash,
-    when,
-)
+from laredo_cli.commands.common import (Context, Registrar, add_yes, confirm, positive_int, print_answer, print_json,
+                                        text_or_dash, when)
 from laredo_cli.output import MAX_CELL, format_value, shorten
 from laredo_cli.protojson import struct_to_dict
 

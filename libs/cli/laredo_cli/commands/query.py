@@ -120,7 +120,7 @@ def run_lookup(ctx: Context) -> None:
     args = ctx.args
     table: TableName = args.table
     values = key_values(args.values, args.typed)
-    missing = f"no row of {table} matches {_key(args.values)} in {args.index or 'the lookup index'}"
+    missing = f"no row of {table} matches {', '.join(args.values)} in {args.index or 'the lookup index'}"
     if not args.all:
         return _show_found(ctx, ctx.query.call("Lookup", query_pb2.LookupRequest(
             schema=table.schema, table=table.table, index_name=args.index, key_values=values)), missing)
@@ -142,7 +142,7 @@ def run_get(ctx: Context) -> None:
     if len(args.key) == 1 and _is_int64(args.key[0]):
         request.primary_key = int(args.key[0])  # for services that only read the integer field
     answer = ctx.query.call("GetRow", request)
-    _show_found(ctx, answer, f"no row of {table} has primary key {_key(args.key)}")
+    _show_found(ctx, answer, f"no row of {table} has primary key {', '.join(args.key)}")
 
 
 def run_list(ctx: Context) -> None:
@@ -211,10 +211,6 @@ def _show_rows(ctx: Context, document: dict[str, Any], rows: list[dict[str, Any]
         ctx.output.lines(render_rows(rows, ctx.args.columns, wide=ctx.args.wide))
     else:
         ctx.output.line("(no rows)")
-
-
-def _key(values: list[str]) -> str:
-    return ", ".join(values)
 
 
 def _is_int64(text: str) -> bool:

@@ -6,19 +6,8 @@ import argparse
 
 from laredo.v1 import oam_pb2
 
-from laredo_cli.commands.common import (
-    Context,
-    Registrar,
-    add_yes,
-    confirm,
-    positive_int,
-    print_answer,
-    print_json,
-    report,
-    table_name,
-    text_or_dash,
-    when,
-)
+from laredo_cli.commands.common import (Context, Registrar, add_yes, confirm, positive_int, print_answer, print_json,
+                                        report, table_name, text_or_dash, when)
 from laredo_cli.output import format_value
 from laredo_cli.protojson import struct_to_dict
 

@@ -7,20 +7,8 @@ from typing import Any
 
 from laredo.v1 import oam_pb2
 
-from laredo_cli.commands.common import (
-    Context,
-    Registrar,
-    duration_text,
-    enum_name,
-    print_answer,
-    print_json,
-    positive_int,
-    seconds,
-    stream_messages,
-    table_name,
-    text_or_dash,
-    when,
-)
+from laredo_cli.commands.common import (Context, Registrar, duration_text, print_answer, print_json,
+                                        positive_int, seconds, stream_messages, table_name, text_or_dash, when)
 from laredo_cli import progress
 from laredo_cli.errors import CliError, ExitCode
 from laredo_cli.progress import Work
@@ -32,11 +20,11 @@ PIPELINE_STATE = "PIPELINE_STATE_"
 
 
 def service_state(value: int) -> str:
-    return enum_name(oam_pb2.ServiceState.Name(value), SERVICE_STATE)
+    return oam_pb2.ServiceState.Name(value).removeprefix(SERVICE_STATE)  # STREAMING for people; JSON keeps it
 
 
 def pipeline_state(value: int) -> str:
-    return enum_name(oam_pb2.PipelineState.Name(value), PIPELINE_STATE)
+    return oam_pb2.PipelineState.Name(value).removeprefix(PIPELINE_STATE)
 
 
 def register(commands: Registrar) -> None:

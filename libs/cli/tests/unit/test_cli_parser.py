@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from laredo_cli.commands.common import TableName, seconds, table_name
-from laredo_cli.connection import normalize_address
+from laredo_client.credentials import parse_address
 from laredo_cli.main import build_parser, query_address
 from libs.cli.tests.cli_runner import _run_capturing
 
@@ -76,7 +76,7 @@ def test_bad_durations(text: str) -> None:
 @pytest.mark.parametrize(("address", "expected"), [("localhost:4001", "localhost:4001"),
                                                    ("http://oam:4001/", "oam:4001"), ("grpc://q:4003", "q:4003")])
 def test_addresses_accept_pasted_urls(address: str, expected: str) -> None:
-    assert normalize_address(address) == expected
+    assert parse_address(address).host_port == expected  # the target the CLI's channels connect to
 
 
 def test_commands_and_their_arguments() -> None:

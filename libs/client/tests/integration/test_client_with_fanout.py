@@ -172,7 +172,7 @@ async def test_goaway_hands_a_live_client_to_another_instance_without_a_resync(f
 
         writer = asyncio.create_task(write(60))
         await eventually(lambda: client.count() > 35, what="changes flowing before the drain")
-        first.drain("draining", 10)
+        first.targets.drain("", "", "draining", first.clock.now() + 10)  # GoAway; streams end after 10 s
         await writer
         await eventually(lambda: client.stats.handoffs == 1, what="the handoff to the second instance")
         await eventually(lambda: sorted(client.all(), key=lambda r: r["id"]) == sorted(model.values(),

@@ -78,12 +78,12 @@ def test_rekeying_rebuilds_every_index(rows: IndexedRows) -> None:
     assert len(rows.lookup_all("by_instance", ("i1",))) == 1
 
 
-def test_replace_all_returns_the_previous_rows_and_clear_empties_every_index(rows: IndexedRows) -> None:
+def test_replace_all_returns_the_previous_rows_and_replacing_with_none_empties_every_index(rows: IndexedRows) -> None:
     rows.upsert(doc("i1", "a", 1, pk=1))
     before = rows.replace_all([doc("i3", "z", 5, pk=5)])
     assert list(before) == [(1,)]
     assert rows.lookup_all("by_instance", ("i1",)) == []
-    rows.clear()
+    rows.replace_all(())
     assert len(rows) == 0 and rows.lookup_all("by_instance", ("i3",)) == []
 
 

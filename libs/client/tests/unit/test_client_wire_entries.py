@@ -19,8 +19,8 @@ from laredo_client.options import ClientOptions
 from laredo_client.stats import ClientStats
 from laredo_client.sync_stream import SyncStream
 from laredo_kernel import sync_wire as wire
-from laredo_kernel.sync_wire import EntrySpan, NotCanonical, WireError, journal_entries, journal_entry, only_field
-from laredo_kernel.sync_wire import snapshot_row, snapshot_rows
+from laredo_kernel.sync_wire import EntrySpan, NotCanonical, WireError, journal_entry, only_field, repeated_field_1
+from laredo_kernel.sync_wire import snapshot_row
 from laredo_kernel.position import Position, PositionError
 from libs.client.tests.scripted_server import batch, entry, handshake, pos, struct
 from libs.client.tests.unit.test_client_wire_struct import reference
@@ -149,13 +149,13 @@ def test_batches_snapshot_rows_and_the_single_field_of_a_response() -> None:
     data = message.SerializeToString()
     number, start, end = only_field(data) or (0, 0, 0)
     assert number == 101
-    assert [fields_of(s, data) for s in journal_entries(data, start, end)] == [
+    assert [fields_of(s, data) for s in repeated_field_1(data, start, end, journal_entry)] == [
         expected(e) for e in message.journal_batch.entries]
     rows = pb.SyncResponse(snapshot_rows=pb.SnapshotRowBatch(rows=[pb.SnapshotRow(row=struct(ROW)), pb.SnapshotRow()]))
     data = rows.SerializeToString()
     number, start, end = only_field(data) or (0, 0, 0)
     assert number == 100
-    spans = snapshot_rows(data, start, end)
+    spans = repeated_field_1(data, start, end, snapshot_row)
     assert [reference(struct_pb2.Struct.FromString(data[a:b])) for a, b in spans] == [
         {"id": 1.0, "name": "n1", "team": "a"}, {}]
     single = pb.SnapshotRow(row=struct(ROW)).SerializeToString()
