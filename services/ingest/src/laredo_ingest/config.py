@@ -119,25 +119,6 @@ def _choose_source(settings: LaredoSettings, source_id: str | None) -> str:
     return next(iter(settings.sources))
 
 
-def read_coordination_options(section: Reader, *, has_redis: bool) -> CoordinationSettings:
-    """ingest.leader_election / commands (default: on when a redis section is configured), lease timing,
-    heartbeat interval."""
-    settings = CoordinationSettings(
-        leader_election=section.boolean("leader_election", has_redis),
-        commands=section.boolean("commands", has_redis),
-        heartbeats=section.boolean("heartbeats", has_redis),
-        lease_ttl=section.duration("lease_ttl", 10.0),
-        lease_renew_every=section.duration("lease_renew_every", 3.0),
-        heartbeat_interval=section.duration("heartbeat_interval", 5.0),
-    )
-    if not 0 < settings.lease_renew_every <= settings.lease_ttl / 2:
-        section.problem("lease_renew_every", f"must be positive and at most half of lease_ttl "
-                                             f"({settings.lease_ttl:g}s), so one failed renewal does not lose it")
-    if settings.heartbeat_interval <= 0:
-        section.problem("heartbeat_interval", "must be positive")
-    return settings
-
-
 def coordination_settings(settings: LaredoSettings) -> CoordinationSettings:
     problems: list[str] = []
     _, coordination = _read_ingest_section(settings, problems)
@@ -147,6 +128,22 @@ def coordination_settings(settings: LaredoSettings) -> CoordinationSettings:
 
 
 def _read_ingest_section(settings: LaredoSettings, problems: list[str]) -> tuple[Reader, CoordinationSettings]:
+    """The ingest section: leader_election / commands / heartbeats (default: on when a redis section is
+    configured), lease timing, heartbeat interval."""
     section = service_reader(settings.ingest.options, "ingest", problems,
                              known=tuple(k for k in ENDPOINT_KEYS if k != "grpc"))
-    return section, read_coordination_options(section, has_redis="redis" in settings.raw)
+    has_redis = "redis" in settings.raw
+    coordination = CoordinationSettings(
+        leader_election=section.boolean("leader_election", has_redis),
+        commands=section.boolean("commands", has_redis),
+        heartbeats=section.boolean("heartbeats", has_redis),
+        lease_ttl=section.duration("lease_ttl", 10.0),
+        lease_renew_every=section.duration("lease_renew_every", 3.0),
+        heartbeat_interval=section.duration("heartbeat_interval", 5.0),
+    )
+    if not 0 < coordination.lease_renew_every <= coordination.lease_ttl / 2:
+        section.problem("lease_renew_every", f"must be positive and at most half of lease_ttl "
+                                             f"({coordination.lease_ttl:g}s), so one failed renewal does not lose it")
+    if coordination.heartbeat_interval <= 0:
+        section.problem("heartbeat_interval", "must be positive")
+    return section, coordination

@@ -35,60 +35,59 @@ from laredo_ingest.adapters.psycopg_replication_stream import PsycopgReplication
 from laredo_ingest.adapters.psycopg_source_database import PsycopgSourceDatabase
 from laredo_ingest.application.control import IngestControl
 from laredo_ingest.application.coordination import IngestCoordinator
-from laredo_ingest.application.ingest_service import IngestPorts, IngestService
+from laredo_ingest.application.ingest_service import IngestService
 from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.config import coordination_settings, ingest_options
 from laredo_ingest.entrypoints.health import build_health_server
+from laredo_ingest.ports import IngestPorts
 
 log = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class IngestApp:
     """One source's ingest: run(stop) until stop is set; status and counters are readable at any time."""
 
-    def __init__(self, service: IngestService, health: HealthServer, nats: NatsConnection,
-                 publisher: NatsChangePublisher, tracer_provider: TracerProvider, meter_provider: MeterProvider,
-                 coordinator: IngestCoordinator | None = None, coordination_store: Any = None) -> None:
-        self._service = service
-        self._health = health
-        self._nats = nats
-        self._publisher = publisher
-        self._tracer_provider = tracer_provider
-        self._meter_provider = meter_provider
-        self._coordinator = coordinator
-        self._coordination_store = coordination_store
+    service: IngestService
+    health: HealthServer
+    nats: NatsConnection
+    publisher: NatsChangePublisher
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    coordinator: IngestCoordinator | None = None
+    coordination_store: Any = None
 
     @property
     def status(self) -> IngestStatus:
-        return self._service.status
+        return self.service.status
 
     @property
     def control(self) -> IngestControl:
         """Operator requests: reload, pause, resume, reset (what coordination commands call)."""
-        return self._service.control
+        return self.service.control
 
     @property
     def confirmed_lsn(self) -> int:
-        return self._service.status.confirmed_lsn
+        return self.service.status.confirmed_lsn
 
     @property
     def health_port(self) -> int:
-        return self._health.port
+        return self.health.port
 
     async def run(self, stop: asyncio.Event) -> None:
         """Health first (live at once, ready once streaming), then the service; shutdown in reverse."""
         async with ServiceRun("ingest") as run:
-            run.on_stop(self._meter_provider.force_flush)
-            run.on_stop(self._tracer_provider.force_flush)
-            await run.listen("ingest.health_host/ingest.health_port", self._health.start(), HealthServer.stop)
-            if self._coordination_store is not None and hasattr(self._coordination_store, "aclose"):
-                run.on_stop(close_quietly, "the coordination store", self._coordination_store.aclose)
-            run.on_stop(close_quietly, "the NATS connection", self._nats.close)
-            run.on_stop(close_quietly, "the change publisher", self._publisher.close)
-            if self._coordinator is not None:
-                await self._coordinator.run(stop, self._service.run)
+            run.on_stop(self.meter_provider.force_flush)
+            run.on_stop(self.tracer_provider.force_flush)
+            await run.listen("ingest.health_host/ingest.health_port", self.health.start(), HealthServer.stop)
+            if self.coordination_store is not None and hasattr(self.coordination_store, "aclose"):
+                run.on_stop(close_quietly, "the coordination store", self.coordination_store.aclose)
+            run.on_stop(close_quietly, "the NATS connection", self.nats.close)
+            run.on_stop(close_quietly, "the change publisher", self.publisher.close)
+            if self.coordinator is not None:
+                await self.coordinator.run(stop, self.service.run)
             else:
-                await self._service.run(stop)
+                await self.service.run(stop)
 
 
 def build(settings: LaredoSettings, *, source_id: str | None = None, tracer_provider: TracerProvider | None = None,

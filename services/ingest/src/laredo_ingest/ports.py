@@ -189,7 +189,6 @@ class Observer(Protocol):
     instruments (metric names are prefixed `laredo.ingest.`).
 
     - span(): one unit of work; its trace context goes into the headers of messages published inside it.
-    - record(): one value of a distribution (histogram), e.g. batch_changes per published message.
     - gauges(): registers a reader called at each metrics collection; it returns current values by name
       (lag, rates, slot state, baseline progress). Called once, at start-up, from the composition root.
     All calls are cheap and never raise into the caller.
@@ -197,6 +196,16 @@ class Observer(Protocol):
 
     def span(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span]: ...
 
-    def record(self, name: str, value: float, attributes: Mapping[str, str] | None = None) -> None: ...
-
     def gauges(self, read: Callable[[], Mapping[str, float]]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IngestPorts:
+    """The ports one ingest service uses, bundled for the composition root and the use cases."""
+
+    database: Callable[[], SourceDatabase]  # a new, unopened connection per call
+    replication: Callable[[], ReplicationStream]  # a new, unopened walsender connection per call
+    publisher: ChangePublisher
+    state: StateStore
+    observer: Observer
+    message_limit: MessageSizeLimit | None = None  # None: only stream.max_batch_bytes bounds messages

@@ -22,12 +22,13 @@ from laredo_ingest.adapters.memory import (
     RecordingObserver,
     WalBuilder,
 )
-from laredo_ingest.application.ingest_service import IngestPorts, IngestService
+from laredo_ingest.application.ingest_service import IngestService
 from laredo_ingest.application.options import IngestOptions
 from laredo_ingest.application.status import IngestPhase, IngestStatus
 from laredo_ingest.domain.errors import PublishFailed, WalLevelNotLogical
 from laredo_ingest.domain.schema import ReplicaIdentity, TableSchema
 from laredo_ingest.domain.start_plan import SlotMode
+from laredo_ingest.ports import IngestPorts
 from laredo_testing.eventually import eventually
 
 USERS = TableSchema(TableId("public", "users"), 16385,

@@ -12,12 +12,7 @@ from laredo_core.stream.codec import ACTION_TO_PROTO, KIND_TO_PROTO, columns_to_
 from laredo_ingest.domain.batches import OutboundBatch
 from laredo_ingest.domain.schema import ReplicaIdentity, TableSchema
 
-_IDENTITY = {
-    ReplicaIdentity.DEFAULT: pb.REPLICA_IDENTITY_DEFAULT,
-    ReplicaIdentity.NOTHING: pb.REPLICA_IDENTITY_NOTHING,
-    ReplicaIdentity.FULL: pb.REPLICA_IDENTITY_FULL,
-    ReplicaIdentity.INDEX: pb.REPLICA_IDENTITY_INDEX,
-}
+_IDENTITY = {r: pb.ReplicaIdentity.Value(f"REPLICA_IDENTITY_{r.name}") for r in ReplicaIdentity}
 
 
 _TABLE_PARTS: dict[tuple[str, int], tuple[TableSchema, bytes]] = {}  # (source, id(schema)) -> (schema, bytes)

@@ -174,12 +174,8 @@ class RecordedSpan:
 class RecordingObserver:
     def __init__(self) -> None:
         self.spans: list[RecordedSpan] = []
-        self.records: list[tuple[str, float, dict[str, str]]] = []
         self.gauge_readers: list[Callable[[], Mapping[str, float]]] = []
         self._ids = itertools.count(1)
-
-    def record(self, name: str, value: float, attributes: Mapping[str, str] | None = None) -> None:
-        self.records.append((name, value, dict(attributes or {})))
 
     def gauges(self, read: Callable[[], Mapping[str, float]]) -> None:
         self.gauge_readers.append(read)

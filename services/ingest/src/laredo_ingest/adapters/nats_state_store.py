@@ -1,12 +1,4 @@
-"""StateStore in a NATS JetStream key-value bucket: one JSON record per source id.
-
-Layout: bucket `laredo_ingest` (configurable), key = the source id (characters outside [A-Za-z0-9_-] as
-=XX hex), value = {"slot_name", "system_identifier", "baseline_lsn" ("X/Y"), "baseline_complete",
-"tables" (sorted table fingerprints: "schema.table", plus " (col,...)" for a column list and " WHERE expr"
-for a row filter), "baseline_id", "reload_tables" (pending re-baselines), "paused", "epoch",
-"baselines" ({"schema.table": {"cause", "detail", "baseline_id", "started_unix_ms"}}: each table's last
-baseline and why), "updated_unix_ms"}.
-"""
+"""StateStore in a NATS JetStream key-value bucket: one JSON record per source id (layout: README, "Ingest state")."""
 
 from __future__ import annotations
 
@@ -15,7 +7,6 @@ import json
 import re
 import time
 
-import nats.errors
 import nats.js.errors
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
@@ -23,14 +14,14 @@ from nats.js.kv import KeyValue
 from laredo_kernel.position import format_lsn, parse_lsn
 
 from laredo_ingest.adapters.nats_connection import NatsConnection
+from laredo_ingest.adapters.nats_stream_setup import UNANSWERED
 from laredo_ingest.domain.baseline_reason import TableBaseline
 from laredo_ingest.domain.errors import IngestError, StateStoreUnavailable
 from laredo_ingest.domain.start_plan import IngestState
 
 DEFAULT_BUCKET = "laredo_ingest"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_TRANSIENT = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError,
-              asyncio.TimeoutError)
+_TRANSIENT = (*UNANSWERED, asyncio.TimeoutError)
 
 
 def state_key(source_id: str) -> str:

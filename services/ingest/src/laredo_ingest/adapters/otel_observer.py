@@ -1,8 +1,7 @@
 """Observer on OpenTelemetry: spans (with their W3C context for message headers) and metrics.
 
-Metric names get the prefix `laredo.ingest.`: histograms from record() (e.g. `laredo.ingest.batch_changes`),
-and one observable gauge per name returned by the gauges() readers (e.g. `laredo.ingest.lag_bytes`,
-`laredo.ingest.lag_seconds`, `laredo.ingest.changes_per_second`, `laredo.ingest.baseline_rows`).
+One observable instrument per name the gauges() readers return, prefixed `laredo.ingest.` (e.g.
+`laredo.ingest.lag_bytes`, `laredo.ingest.lag_seconds`, `laredo.ingest.changes_per_second`).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry import metrics, trace
-from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.trace import Tracer
 
 from laredo_core.telemetry import inject_headers
@@ -59,7 +58,6 @@ class OtelObserver:
         self._tracing = tracing
         self._tracer: Tracer = tracer_provider.get_tracer("laredo_ingest")
         self._meter: Meter = (meter_provider or metrics.get_meter_provider()).get_meter("laredo_ingest")
-        self._histograms: dict[str, Histogram] = {}
         self._readers: list[Callable[[], Mapping[str, float]]] = []
         self._gauge_names: set[str] = set()
         self._last: dict[str, float] = {}
@@ -71,12 +69,6 @@ class OtelObserver:
             return
         with self._tracer.start_as_current_span(name, attributes=dict(attributes)) as span:
             yield _OtelSpan(span)
-
-    def record(self, name: str, value: float, attributes: Mapping[str, str] | None = None) -> None:
-        histogram = self._histograms.get(name)
-        if histogram is None:
-            histogram = self._histograms[name] = self._meter.create_histogram(PREFIX + name)
-        histogram.record(value, attributes=dict(attributes) if attributes else None)
 
     def gauges(self, read: Callable[[], Mapping[str, float]]) -> None:
         self._readers.append(read)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from laredo_kernel.changes import TableId
 from laredo_kernel.position import format_lsn
 
+from laredo_ingest.application.options import IngestOptions
 from laredo_ingest.application.status import BaselineProgress, IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
 from laredo_ingest.domain.baseline import BaselineBatches
@@ -27,30 +28,27 @@ PROGRESS_LOG_SECONDS = 10.0
 class BaselineJob:
     """One baseline: which tables, as of which snapshot, and what to tell consumers first."""
 
-    source_id: str
-    subject_prefix: str
+    options: IngestOptions  # source_id, subject_prefix, baseline_chunk_rows, baseline_ack_timeout
     baseline_id: str
     snapshot_lsn: int
     schemas: Sequence[TableSchema]
     row_filters: Mapping[TableId, str]
-    chunk_rows: int
-    resync_reason: str = ""  # non-empty: a RESYNC_REQUIRED message precedes each table's baseline
     #: stream.max_batch_bytes and the NATS server's max_payload: chunks are sized by bytes as well as rows.
-    limits: MessageLimits = MessageLimits(512 * 1024)
+    limits: MessageLimits
+    resync_reason: str = ""  # non-empty: a RESYNC_REQUIRED message precedes each table's baseline
 
 
 async def publish_baseline(reader: SnapshotReader, publisher: TrackedPublisher, observer: Observer,
-                           status: IngestStatus, job: BaselineJob, *, ack_timeout: float,
-                           expected_rows: int = 0) -> None:
+                           status: IngestStatus, job: BaselineJob, *, expected_rows: int = 0) -> None:
     """Publish (RESYNC_REQUIRED,) BEGIN, row chunks and END per table, pipelined; return once JetStream
     acknowledged all of it."""
     progress = status.baseline = BaselineProgress(expected_rows=expected_rows, started_monotonic=time.monotonic(),
                                                   running=True)
     try:
         for schema in job.schemas:
-            batches = BaselineBatches(source_id=job.source_id, subject_prefix=job.subject_prefix,
+            batches = BaselineBatches(source_id=job.options.source_id, subject_prefix=job.options.subject_prefix,
                                       baseline_id=job.baseline_id, snapshot_lsn=job.snapshot_lsn, schema=schema,
-                                      chunk_rows=job.chunk_rows, limits=job.limits)
+                                      chunk_rows=job.options.baseline_chunk_rows, limits=job.limits)
             attributes = {"laredo.table": str(schema.table), "laredo.baseline_id": job.baseline_id,
                           "laredo.snapshot_lsn": format_lsn(job.snapshot_lsn)}
             progress.table = str(schema.table)
@@ -65,7 +63,7 @@ async def publish_baseline(reader: SnapshotReader, publisher: TrackedPublisher, 
                 span.set("laredo.rows", batches.rows)
             log.info("baseline of %s published: %d rows in %.2fs (%.0f rows/s)", schema.table, batches.rows,
                      elapsed, batches.rows / elapsed)
-        await publisher.drain(ack_timeout)
+        await publisher.drain(job.options.baseline_ack_timeout)
     finally:
         progress.running = False
         status.changed()
@@ -76,7 +74,7 @@ async def _publish_table(reader: SnapshotReader, publisher: TrackedPublisher, ba
                          headers: dict[str, str]) -> None:
     progress, last_log = status.baseline, time.monotonic()
     await publisher.publish(batches.begin(), headers)
-    rows = reader.copy_rows(schema, job.row_filters.get(schema.table, ""), job.chunk_rows,
+    rows = reader.copy_rows(schema, job.row_filters.get(schema.table, ""), job.options.baseline_chunk_rows,
                             chunk_bytes=job.limits.max_batch_bytes)
     async with contextlib.aclosing(rows) as chunks:
         async for tuples in chunks:

@@ -1,17 +1,7 @@
 """One active reader per source, operator commands and status heartbeats, through the CoordinationStore.
 
-- Leader lease `ingest:<source_id>`: only the holder runs the ingest service. A standby waits for the lease
-  (a dead leader's lease lapses after its ttl) and then starts like any ingest: from the slot. A leader
-  that loses the lease stops at once: it reads no more frames, publishes nothing new, confirms what
-  JetStream acknowledged, and goes back to standby. With a permanent slot, PostgreSQL refuses a second
-  walsender on the active slot, which fences a second leader; so an unreachable Redis does not lose the
-  lease (hold_lease_through_outage) and data keeps flowing; the leader steps down only when Redis refuses
-  its renewal. With an ephemeral slot nothing fences, and no renewal for ttl - margin loses the lease.
-- Commands for target `ingest:<source_id>` are consumed by the leader only: RELOAD (args schema+table,
-  or tables = ["s.t", ...], or none for all), PAUSE, RESUME, RESET (args drop_publication; the operator's
-  confirmation is checked by OAM). Each is answered with a CommandResult; a redelivered command id gets
-  the stored result again (idempotent by command id).
-- The status heartbeat (service `ingest`) runs on leader and standby alike, carrying IngestStatus.report().
+Leases, fencing, commands and the heartbeat are described in the README ("Coordination"); a redelivered
+command id gets the stored result again (idempotent by command id).
 """
 
 from __future__ import annotations
@@ -122,10 +112,8 @@ class IngestCoordinator:
         self._status.changed()
 
     async def _with_commands(self, stop: asyncio.Event, run_service: RunService) -> None:
-        if not self._settings.commands:
-            await run_service(stop)
-            return
-        consumer = asyncio.create_task(self._consume_commands(), name="ingest-commands")
+        consumer = (asyncio.create_task(self._consume_commands(), name="ingest-commands")
+                    if self._settings.commands else None)
         try:
             await run_service(stop)
         finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import ExitStack
 
 from laredo_kernel.changes import BatchKind, TableId
 from laredo_kernel.errors import ProtocolError
@@ -31,8 +31,6 @@ from laredo_ingest.domain.pgoutput import (
     StreamCommit,
     StreamStart,
     StreamStop,
-    decode_begin,
-    decode_commit,
     decode_insert,
     decode_message,
     decode_row_change,
@@ -46,7 +44,7 @@ from laredo_ingest.domain.walproto import (
     XLOG_DATA_HEADER_SIZE,
     parse_keepalive,
 )
-from laredo_ingest.ports import Observer, Span
+from laredo_ingest.ports import Observer
 
 STREAM_STOP = 0x45  # 'E'
 INSERT, UPDATE, DELETE, BEGIN, COMMIT = 0x49, 0x55, 0x44, 0x42, 0x43  # 'I', 'U', 'D', 'B', 'C'
@@ -69,40 +67,27 @@ class FrameHandler:
         self._reply_now = reply_now
         self._on_schema_change = on_schema_change
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._assembler.in_transaction
-
     async def handle(self, frames: Sequence[bytes | memoryview]) -> None:
         streamed, assembler = self._streamed, self._assembler
         with _PublishSpan(self._observer) as span:
             for frame in frames:
                 kind = frame[0]
                 if kind == XLOG_DATA:
-                    # The hot path: row changes outside stream blocks skip the generic dispatch.
-                    if not streamed.in_block and len(frame) > XLOG_DATA_HEADER_SIZE:
-                        message_kind = frame[XLOG_DATA_HEADER_SIZE]
-                        if message_kind == INSERT:
-                            batches = assembler.add_insert(*decode_insert(frame, XLOG_DATA_HEADER_SIZE))
-                        elif message_kind == UPDATE or message_kind == DELETE:
-                            batches = assembler.add_row_change(decode_row_change(frame, XLOG_DATA_HEADER_SIZE))
-                        elif message_kind == BEGIN:
-                            assembler.feed(decode_begin(frame, XLOG_DATA_HEADER_SIZE))
-                            continue
-                        elif message_kind == COMMIT:
-                            commit = decode_commit(frame, XLOG_DATA_HEADER_SIZE)
-                            batches = assembler.feed(commit)
-                            if batches:
-                                await self._publish(batches, span)
-                            self._committed(commit, bool(batches))
-                            continue
-                        else:
-                            await self._xlog_data(frame, span)
-                            continue
-                        if batches:
-                            await self._publish(batches, span)
+                    # The hot path: row changes, Begin and Commit outside stream blocks skip the generic dispatch.
+                    hot = not streamed.in_block and len(frame) > XLOG_DATA_HEADER_SIZE
+                    message_kind = frame[XLOG_DATA_HEADER_SIZE] if hot else -1
+                    if message_kind == INSERT:
+                        batches = assembler.add_insert(*decode_insert(frame, XLOG_DATA_HEADER_SIZE))
+                    elif message_kind == UPDATE or message_kind == DELETE:
+                        batches = assembler.add_row_change(decode_row_change(frame, XLOG_DATA_HEADER_SIZE))
+                    elif message_kind == BEGIN or message_kind == COMMIT:
+                        await self._feed(decode_message(frame, XLOG_DATA_HEADER_SIZE), span)
                         continue
-                    await self._xlog_data(frame, span)
+                    else:
+                        await self._xlog_data(frame, span)
+                        continue
+                    if batches:
+                        await self._publish(batches, span)
                 elif kind == PRIMARY_KEEPALIVE:
                     await self._keepalive(frame)
                 else:
@@ -183,28 +168,19 @@ class FrameHandler:
             await self._reply_now()
 
 
-class _PublishSpan:
+class _PublishSpan(ExitStack):
     """One `ingest.publish` span per read of frames, opened when that read publishes its first message."""
 
     def __init__(self, observer: Observer) -> None:
+        super().__init__()
         self._observer = observer
-        self._context: AbstractContextManager[Span] | None = None
-        self._span: Span | None = None
-        self._headers: dict[str, str] = {}
+        self._headers: dict[str, str] | None = None
         self.messages = 0
 
     def headers(self, first: OutboundBatch) -> dict[str, str]:
-        if self._context is None:
-            self._context = self._observer.span("ingest.publish", {
-                "laredo.commit_lsn": format_lsn(first.commit_lsn), "laredo.xid": first.xid})
-            self._span = self._context.__enter__()
-            self._headers = self._span.trace_headers()
+        if self._headers is None:
+            span = self.enter_context(self._observer.span("ingest.publish", {
+                "laredo.commit_lsn": format_lsn(first.commit_lsn), "laredo.xid": first.xid}))
+            self.callback(lambda: span.set("laredo.messages", self.messages))  # last in, first out: before it ends
+            self._headers = span.trace_headers()
         return self._headers
-
-    def __enter__(self) -> _PublishSpan:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._context is not None and self._span is not None:
-            self._span.set("laredo.messages", self.messages)
-            self._context.__exit__(*exc_info)  # type: ignore[arg-type]

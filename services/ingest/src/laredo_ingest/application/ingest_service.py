@@ -41,8 +41,7 @@ from laredo_ingest.domain.start_plan import (
     plan_start,
     wal_behind_stream,
 )
-from laredo_ingest.application.ingest_ports import IngestPorts
-from laredo_ingest.ports import ReplicationStream, SourceDatabase, SystemIdentity
+from laredo_ingest.ports import IngestPorts, ReplicationStream, SourceDatabase, SystemIdentity
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,21 +64,13 @@ class _Why:
         return dataclasses.replace(self.reason, detail=resync) if resync else self.reason
 
 
-@dataclasses.dataclass(slots=True)
-class _Reset:
-    reason: str
-    drop_publication: bool
-    request: object | None = None  # the control request to finish once the new baseline is complete
-
-
 class IngestService:
-    def __init__(self, options: IngestOptions, ports: IngestPorts, status: IngestStatus,
-                 control: IngestControl | None = None) -> None:
+    def __init__(self, options: IngestOptions, ports: IngestPorts, status: IngestStatus) -> None:
         self._options = options
         self._ports = ports
         self.status = status
-        self.control = control or IngestControl()
-        self._reset: _Reset | None = None
+        self.control = IngestControl()
+        self._reset: object | None = None  # a RESET request, finished once its new baseline is complete
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run attempts until `stop` is set; raise a non-retryable error, or the last one when attempts run out."""
@@ -118,7 +109,7 @@ class IngestService:
         db, stream = ports.database(), ports.replication()
         try:
             await db.open()
-            if self._reset is not None and self._reset.drop_publication:
+            if getattr(self._reset, "drop_publication", False):
                 if o.publication_create:  # recreated by prepare_source just below
                     await db.drop_publication(o.publication_name)
                 else:
@@ -133,11 +124,8 @@ class IngestService:
             if started is None:
                 return  # stopped during start-up or baseline: an unfinished baseline is redone next time
             start_lsn, state = started
-            reset = await SessionFactory(o, ports, self.status, self.control, self._record_state).run(
+            self._reset = await SessionFactory(o, ports, self.status, self.control, self._record_state).run(
                 db, stream, prepared, start_lsn, state, stop)
-            if reset is not None:
-                self._reset = _Reset("the replication slot was reset by an operator",
-                                     bool(getattr(reset, "drop_publication", False)), reset)
         finally:
             await stream.close()
             await db.close()
@@ -154,7 +142,7 @@ class IngestService:
                           always_baseline=o.always_baseline)
         epoch, why = current_epoch(state, tail), _Why(plan.baseline_reason, plan.resync_reason)
         if self._reset is not None:
-            why = _Why.continuity_lost(BaselineCause.OPERATOR_RESET, self._reset.reason)
+            why = _Why.continuity_lost(BaselineCause.OPERATOR_RESET, "the replication slot was reset by an operator")
         elif tail is not None and tail.disorder:
             why = _Why.continuity_lost(BaselineCause.STREAM_GAP, tail.disorder)
         elif plan.kind is StartKind.RESUME and slot is not None and state is not None:
@@ -194,14 +182,11 @@ class IngestService:
         status.baselines.clear()  # every configured table is in this baseline: tables no longer configured go
         status.record_baseline(map(str, prepared.tables), why.status_reason(resync_reason), baseline_id)
         publisher = TrackedPublisher(self._ports.publisher, created.consistent_lsn, status)
-        job = BaselineJob(source_id=o.source_id, subject_prefix=o.subject_prefix, baseline_id=baseline_id,
-                          snapshot_lsn=created.consistent_lsn, schemas=[prepared.schemas[t] for t in prepared.tables],
-                          row_filters=prepared.row_filters, chunk_rows=o.baseline_chunk_rows,
-                          resync_reason=resync_reason, limits=prepared.limits)
+        job = BaselineJob(o, baseline_id, created.consistent_lsn, [prepared.schemas[t] for t in prepared.tables],
+                          prepared.row_filters, prepared.limits, resync_reason)
         expected = sum((await db.row_estimates(prepared.tables)).values())
         async with db.snapshot(created.snapshot_name) as reader:
-            await publish_baseline(reader, publisher, self._ports.observer, status, job,
-                                   ack_timeout=o.baseline_ack_timeout, expected_rows=expected)
+            await publish_baseline(reader, publisher, self._ports.observer, status, job, expected_rows=expected)
         state = dataclasses.replace(state, baseline_lsn=created.consistent_lsn, baseline_complete=True,
                                     baseline_id=baseline_id, baselines=tuple(status.baselines.values()))
         await self._ports.state.put(o.source_id, state)
@@ -211,9 +196,8 @@ class IngestService:
         log.info("baseline %s complete: %d rows at %s", baseline_id, status.baseline_rows,
                  format_lsn(created.consistent_lsn))
         if self._reset is not None:
-            request, self._reset = self._reset.request, None
-            if request is not None:
-                self.control.finish(request, f"slot reset; new baseline {baseline_id}")  # type: ignore[arg-type]
+            request, self._reset = self._reset, None
+            self.control.finish(request, f"slot reset; new baseline {baseline_id}")  # type: ignore[arg-type]
         return created.consistent_lsn, state
 
     def _enter_epoch(self, tail: StreamTail | None, state: IngestState, snapshot_lsn: int,
@@ -250,5 +234,3 @@ async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> 
         await cancel((task, stopped))  # a finished task is left as it is
     return None if task.cancelled() else task.result()
 
-
-__all__ = ["IngestPorts", "IngestService"]

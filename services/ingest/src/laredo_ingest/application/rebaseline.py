@@ -48,7 +48,7 @@ RecordReload = Callable[[tuple[TableId, ...]], Awaitable[None]]
 async def rebaseline(tables: Sequence[TableId], reason: BaselineReason, *, options: IngestOptions,
                      database: SourceDatabase, helper: ReplicationStream, publisher: TrackedPublisher,
                      observer: Observer, status: IngestStatus, record_reload: RecordReload,
-                     limits: MessageLimits | None = None) -> dict[TableId, int]:
+                     limits: MessageLimits) -> dict[TableId, int]:
     """Re-baseline `tables` for `reason` (the status shows it; see the module docstring); returns the snapshot
     LSN per table. A table refused at start-up (or unsafe to publish since) is refused here too, before
     anything is recorded."""
@@ -71,14 +71,10 @@ async def rebaseline(tables: Sequence[TableId], reason: BaselineReason, *, optio
             log.info("re-baselining %s at %s (baseline %s)", ", ".join(map(str, tables)),
                      format_lsn(created.consistent_lsn), baseline_id)
             status.record_baseline(map(str, tables), reason, baseline_id)
-            job = BaselineJob(source_id=options.source_id, subject_prefix=options.subject_prefix,
-                              baseline_id=baseline_id, snapshot_lsn=created.consistent_lsn,
-                              schemas=[schemas[t] for t in tables], row_filters=row_filters,
-                              chunk_rows=options.baseline_chunk_rows,
-                              limits=limits or MessageLimits(options.max_batch_bytes))
+            job = BaselineJob(options, baseline_id, created.consistent_lsn, [schemas[t] for t in tables],
+                              row_filters, limits)
             expected = sum((await database.row_estimates(tables)).values())
-            await publish_baseline(reader, publisher, observer, status, job,
-                                   ack_timeout=options.baseline_ack_timeout, expected_rows=expected)
+            await publish_baseline(reader, publisher, observer, status, job, expected_rows=expected)
     finally:
         await helper.close()  # drops the temporary helper slot
         await database.close()

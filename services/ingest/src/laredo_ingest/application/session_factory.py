@@ -12,21 +12,20 @@ from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.control import IngestControl
 from laredo_ingest.application.frame_handler import FrameHandler
-from laredo_ingest.application.ingest_ports import IngestPorts
 from laredo_ingest.application.options import IngestOptions
 from laredo_ingest.application.rebaseline import rebaseline
 from laredo_ingest.application.slot_monitor import SlotMonitor
 from laredo_ingest.application.startup import PreparedSource, describe_published
 from laredo_ingest.application.status import IngestStatus
-from laredo_ingest.application.streamer import SessionSettings, StreamingSession
+from laredo_ingest.application.streamer import StreamingSession
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
-from laredo_ingest.application.transaction_spool import spool_factory
+from laredo_ingest.application.transaction_spool import SpillingSpool
 from laredo_ingest.domain.baseline_reason import BaselineCause, BaselineReason
 from laredo_ingest.domain.pgoutput import Relation
 from laredo_ingest.domain.start_plan import IngestState
 from laredo_ingest.domain.streamed import StreamedTransactions
 from laredo_ingest.domain.transaction import TransactionAssembler
-from laredo_ingest.ports import ReplicationStream, SourceDatabase
+from laredo_ingest.ports import IngestPorts, ReplicationStream, SourceDatabase
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +66,15 @@ class SessionFactory:
                                          max_payload=prepared.limits.max_payload,
                                          on_oversized=status.record_oversized)
         publisher = TrackedPublisher(self._ports.publisher, start_lsn, status)
-        streamed = StreamedTransactions(spool_factory(o.spool_memory, o.spool_dir or None))
-        session_ref: list[StreamingSession] = []
+        streamed = StreamedTransactions(lambda: SpillingSpool(o.spool_memory, o.spool_dir or None))
 
         async def refresh_catalog(relation: Relation) -> None:
             table = TableId(relation.namespace, relation.name)
             schemas, _ = await describe_published(db, o, [table])
             assembler.update_catalog(schemas[table])
 
-        async def reply_now() -> None:
-            await session_ref[0].send_reply()
+        async def reply_now() -> None:  # `session` is built below, before any frame is handled
+            await session.send_status()
 
         async def run_rebaseline(tables: frozenset[TableId], reason: BaselineReason) -> dict[TableId, int]:
             targets = tuple(sorted(tables, key=str)) if tables else prepared.tables
@@ -96,14 +94,10 @@ class SessionFactory:
         handler = FrameHandler(assembler, publisher, streamed, self._ports.observer, status,
                                refresh_catalog=refresh_catalog, reply_now=reply_now,
                                on_schema_change=on_schema_change if o.rebaseline_on_schema_change else None)
-        monitor = SlotMonitor(db, o.slot_name, status, o.slot_check_interval,
-                              inactive_wal_warning=o.inactive_slot_wal_warning) if o.slot_check_interval else None
-        session = StreamingSession(
-            stream, publisher, handler, status, self._control,
-            SessionSettings(o.status_interval, o.stop_timeout, o.receive_timeout),
-            rebaseline=run_rebaseline, record_pause=lambda paused: self._record_state(paused=paused),
-            monitor=monitor, skip_before=assembler.skip_before, paused=state.paused)
-        session_ref.append(session)
+        monitor = SlotMonitor(db, status, o) if o.slot_check_interval else None
+        session = StreamingSession(stream, publisher, handler, status, self._control, o, rebaseline=run_rebaseline,
+                                   record_pause=lambda paused: self._record_state(paused=paused),
+                                   monitor=monitor, skip_before=assembler.skip_before, paused=state.paused)
         if state.reload_tables:
             tables = [TableId.parse(t) for t in state.reload_tables]
             log.info("re-baseline of %s was requested and did not complete; doing it now",

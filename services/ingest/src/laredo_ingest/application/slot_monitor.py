@@ -4,10 +4,8 @@ A slot that disappears or is invalidated (wal_status = lost, e.g. max_slot_wal_k
 the session with SlotLost; the next start sees it and re-baselines with RESYNC_REQUIRED. An
 'unreserved' slot is about to be lost: that is logged once as a warning.
 
-Inactive slots of the server (a stopped consumer, an ingest slot left behind by a changed configuration)
-keep WAL on the source's disk without bound: each one retaining more than `inactive_wal_warning` bytes is
-reported in the status (`inactive_slots`, which the heartbeat and the gauges carry) and logged once as a
-warning when it crosses the threshold.
+Inactive slots of the server keep WAL on the source's disk without bound: each one retaining more than
+`inactive_slot_wal_warning` bytes is reported in the status and logged once (README, "Slots hold WAL").
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import logging
 
 from laredo_kernel.position import format_lsn
 
+from laredo_ingest.application.options import IngestOptions
 from laredo_ingest.application.status import IngestStatus
 from laredo_ingest.domain.errors import SlotLost
 from laredo_ingest.domain.slot_retention import retention_warning, slots_over_threshold
@@ -26,13 +25,12 @@ log = logging.getLogger(__name__)
 
 
 class SlotMonitor:
-    def __init__(self, db: SourceDatabase, slot_name: str, status: IngestStatus, interval: float, *,
-                 inactive_wal_warning: int = 0) -> None:
+    def __init__(self, db: SourceDatabase, status: IngestStatus, options: IngestOptions) -> None:
         self._db = db
-        self._slot_name = slot_name
         self._status = status
-        self._interval = interval
-        self._inactive_wal_warning = inactive_wal_warning
+        self._slot_name = options.slot_name
+        self._interval = options.slot_check_interval
+        self._inactive_wal_warning = options.inactive_slot_wal_warning
         self._warned = False
 
     async def run(self) -> None:

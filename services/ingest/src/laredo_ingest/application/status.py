@@ -11,7 +11,7 @@ from typing import Any
 
 from laredo_kernel.position import format_lsn
 
-from laredo_ingest.domain.baseline_reason import BaselineReason, TableBaseline, baselines_of
+from laredo_ingest.domain.baseline_reason import BaselineReason, TableBaseline
 from laredo_ingest.domain.batches import OutboundBatch
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,8 @@ class IngestStatus:
 
     def record_baseline(self, tables: Iterable[str], reason: BaselineReason, baseline_id: str) -> None:
         """A baseline of these tables starts, for this reason."""
-        names = tuple(tables)
-        self.baselines.update(baselines_of(names, reason, baseline_id, int(time.time() * 1000)))
+        names, started = tuple(tables), int(time.time() * 1000)
+        self.baselines.update({t: TableBaseline(t, reason.cause, reason.detail, baseline_id, started) for t in names})
         log.info("baseline %s of %s: %s", baseline_id, ", ".join(names), reason)
 
     @property

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from laredo_core.runtime import cancel
 from laredo_kernel.changes import TableId
@@ -28,6 +27,7 @@ from laredo_kernel.position import format_lsn
 
 from laredo_ingest.application.control import ControlAction, IngestControl
 from laredo_ingest.application.frame_handler import FrameHandler
+from laredo_ingest.application.options import IngestOptions
 from laredo_ingest.application.slot_monitor import SlotMonitor
 from laredo_ingest.application.status import IngestPhase, IngestStatus
 from laredo_ingest.application.tracked_publisher import TrackedPublisher
@@ -47,16 +47,9 @@ Rebaseline = Callable[[frozenset[TableId], BaselineReason], Awaitable[dict[Table
 RecordPause = Callable[[bool], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class SessionSettings:
-    status_interval: float
-    stop_timeout: float
-    receive_timeout: float
-
-
 class StreamingSession:
     def __init__(self, stream: ReplicationStream, publisher: TrackedPublisher, handler: FrameHandler,
-                 status: IngestStatus, control: IngestControl, settings: SessionSettings, *,
+                 status: IngestStatus, control: IngestControl, options: IngestOptions, *,
                  rebaseline: Rebaseline, record_pause: RecordPause, monitor: SlotMonitor | None,
                  skip_before: Callable[[TableId, int], None], paused: bool = False) -> None:
         self._stream = stream
@@ -64,7 +57,7 @@ class StreamingSession:
         self._handler = handler
         self._status = status
         self._control = control
-        self._settings = settings
+        self._options = options  # status_interval, stop_timeout, receive_timeout
         self._rebaseline = rebaseline
         self._record_pause = record_pause
         self._monitor = monitor
@@ -104,8 +97,8 @@ class StreamingSession:
 
     async def _finish(self) -> None:
         with contextlib.suppress(Exception):
-            await self._publisher.drain(self._settings.stop_timeout)
-        await self._send_status()
+            await self._publisher.drain(self._options.stop_timeout)
+        await self.send_status()
         await self._stream.stop()
         log.info("replication stopped cleanly; confirmed %s", format_lsn(self._publisher.confirmed_lsn))
 
@@ -189,7 +182,7 @@ class StreamingSession:
         self._status.changed()
 
     async def _feedback_loop(self) -> None:
-        advanced, interval = self._publisher.confirm_advanced, self._settings.status_interval
+        advanced, interval = self._publisher.confirm_advanced, self._options.status_interval
         loop = asyncio.get_running_loop()
         while True:
             with contextlib.suppress(TimeoutError):
@@ -197,18 +190,15 @@ class StreamingSession:
                     await advanced.wait()
             advanced.clear()
             waiting = loop.time() - self._waiting_since if self._waiting_since is not None else 0.0
-            if waiting > self._settings.receive_timeout:
+            if waiting > self._options.receive_timeout:
                 raise ReplicationInterrupted(
                     f"nothing received from the server for {waiting:.0f}s (receive_timeout "
-                    f"{self._settings.receive_timeout:g}s, liveness probes unanswered): the connection is "
+                    f"{self._options.receive_timeout:g}s, liveness probes unanswered): the connection is "
                     "presumed dead; reconnecting")
-            await self._send_status(reply_requested=waiting >= interval)
+            await self.send_status(reply_requested=waiting >= interval)
             await asyncio.sleep(FEEDBACK_COALESCE_SECONDS)
 
-    async def send_reply(self) -> None:
-        await self._send_status()
-
-    async def _send_status(self, *, reply_requested: bool = False) -> None:
+    async def send_status(self, *, reply_requested: bool = False) -> None:
         async with self._status_lock:
             lsn = self._publisher.confirmed_lsn
             await self._stream.send_status(lsn, lsn, lsn, reply_requested=reply_requested)

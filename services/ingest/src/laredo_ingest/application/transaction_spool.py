@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import struct
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import IO
 
 from laredo_ingest.domain.streamed import MemorySpool
 
 _ENTRY_HEAD = struct.Struct("!I")
-READ_BUFFER_BYTES = 1 << 20
+FILE_BUFFER_BYTES = 1 << 20  # entries are written and read back in large pieces
 
 
 class SpillingSpool:
@@ -76,7 +76,8 @@ class SpillingSpool:
         self.size_bytes = 0
 
     def _open_file(self) -> IO[bytes]:
-        self._file = tempfile.TemporaryFile(prefix="laredo-ingest-txn-", dir=self._spill_dir)
+        self._file = tempfile.TemporaryFile(prefix="laredo-ingest-txn-", dir=self._spill_dir,
+                                            buffering=FILE_BUFFER_BYTES)
         return self._file
 
     def _truncate_file(self, offset: int) -> None:
@@ -100,22 +101,9 @@ class SpillingSpool:
 def _read_entries(file: IO[bytes], count: int) -> Iterator[bytes]:
     end = file.tell()
     file.seek(0)
-    buffered = b""
-    position = 0
     try:
         for _ in range(count):
-            while len(buffered) - position < 4:
-                buffered = buffered[position:] + file.read(READ_BUFFER_BYTES)
-                position = 0
-            (length,) = _ENTRY_HEAD.unpack_from(buffered, position)
-            while len(buffered) - position < 4 + length:
-                buffered = buffered[position:] + file.read(max(READ_BUFFER_BYTES, length))
-                position = 0
-            yield buffered[position + 4 : position + 4 + length]
-            position += 4 + length
+            (length,) = _ENTRY_HEAD.unpack(file.read(_ENTRY_HEAD.size))
+            yield file.read(length)
     finally:
         file.seek(end)
-
-
-def spool_factory(memory_limit: int, spill_dir: str | None = None) -> Callable[[], SpillingSpool]:
-    return lambda: SpillingSpool(memory_limit, spill_dir)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,9 +60,3 @@ class TableBaseline:
         return cls(table, causes.get(str(report.get("cause", "")), BaselineCause.INITIAL),
                    str(report.get("detail", "")), str(report.get("baseline_id", "")),
                    int(report.get("started_unix_ms", 0) or 0))
-
-
-def baselines_of(tables: Iterable[str], reason: BaselineReason, baseline_id: str,
-                 started_unix_ms: int) -> dict[str, TableBaseline]:
-    """The record of one baseline for each of its tables."""
-    return {t: TableBaseline(t, reason.cause, reason.detail, baseline_id, started_unix_ms) for t in tables}

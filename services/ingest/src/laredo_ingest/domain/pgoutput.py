@@ -64,7 +64,7 @@ def decode_message(buf: Buffer, offset: int = 0) -> PgOutputMessage:
             f"unknown pgoutput message type {buf[offset]:#04x} at byte {offset} "
             "(protocol versions 1 and 2 are supported)"
         )
-    if decoder not in _ROW_CHANGE_DECODERS:
+    if decoder not in _IN_PLACE_DECODERS:
         # The other messages are few per transaction; a bytes copy lets their string parsing use bytes.find.
         buf, offset = bytes(buf[offset:]), 0
     try:
@@ -104,22 +104,6 @@ def decode_insert(buf: Buffer, offset: int) -> tuple[int, bytes]:
     if marker != 0x4E:  # 'N'
         raise ProtocolError(f"insert into relation {relation_id}: expected 'N' before the new tuple")
     return relation_id, bytes(buf[offset + 6 :])
-
-
-def decode_begin(buf: Buffer, offset: int) -> Begin:
-    """Begin at offset, read in place (no copy of the frame)."""
-    try:
-        return Begin(*_BEGIN.unpack_from(buf, offset + 1))
-    except struct.error as exc:
-        raise ProtocolError(f"corrupt pgoutput 'B' message: {exc}") from None
-
-
-def decode_commit(buf: Buffer, offset: int) -> Commit:
-    """Commit at offset, read in place (no copy of the frame)."""
-    try:
-        return Commit(*_COMMIT.unpack_from(buf, offset + 1))
-    except struct.error as exc:
-        raise ProtocolError(f"corrupt pgoutput 'C' message: {exc}") from None
 
 
 def decode_row_change(buf: Buffer, offset: int) -> Update | Delete:
@@ -287,4 +271,5 @@ _DECODERS: dict[int, Callable[[Buffer, int], PgOutputMessage]] = {  # type: igno
     ord("c"): _stream_commit,
     ord("A"): _stream_abort,
 }
-_ROW_CHANGE_DECODERS = frozenset({_insert, _update, _delete})
+#: Decoders that read the frame in place (no copy): row changes, Begin and Commit, the hot path.
+_IN_PLACE_DECODERS = frozenset({_insert, _update, _delete, _begin, _commit})
