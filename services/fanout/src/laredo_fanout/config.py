@@ -2,46 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from laredo_kernel.changes import TableId
-from laredo_core.config import ENDPOINT_KEYS, LaredoSettings, Reader, TableSettings, TargetSettings, service_reader
+from laredo_core.config import (ENDPOINT_KEYS, LaredoSettings, Reader, ServiceEndpoint, TableSettings, TargetSettings,
+                                service_reader)
 from laredo_core.config.reader import parse_duration
 from laredo_kernel.errors import ConfigError
-from laredo_core.snapshots.config import StoreConfig, read_snapshot_format, read_snapshot_store
-from laredo_core.snapshots.format import FORMAT
+from laredo_core.snapshots.config import read_snapshot_format, read_snapshot_store
+
+from laredo_fanout.application.snapshots import SnapshotPolicy
+from laredo_fanout.application.table_replica import ReplicaLimits
+from laredo_fanout.domain.client_buffer import BufferLimits, BufferPolicy
 
 log = logging.getLogger(__name__)
 
 TARGET_TYPE = "replication-fanout"
-BUFFER_POLICIES = ("drop_disconnect", "slow_down")
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotConfig:
-    interval: float = 300.0
-    store: StoreConfig = field(default_factory=StoreConfig)
-    keep_count: int = 5
-    max_age: float = 0.0
-    part_rows: int = 100_000
-    restore_on_start: bool = True
-    format: str = FORMAT  # `serializer`: jsonl | parquet
 
 
 @dataclass(frozen=True, slots=True)
 class TargetConfig:
     source_id: str
     table: TableId
-    journal_max_entries: int = 100_000
-    journal_max_age: float = 24 * 3600.0  # seconds; 0 = no age limit
-    heartbeat_interval: float = 5.0
-    max_clients: int = 0  # 0 = unlimited
-    buffer_max_size: int = 50_000
-    buffer_policy: str = "drop_disconnect"
-    buffer_catch_up_timeout: float = 300.0  # seconds the journal is held for one client's snapshot and catch-up
-    resume_wait: float = 10.0  # seconds a client resuming ahead of this instance waits for it
-    snapshot: SnapshotConfig | None = None  # None: no snapshots for this target
+    limits: ReplicaLimits
+    snapshot: SnapshotPolicy | None = None  # None: no snapshots for this target
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,20 +35,13 @@ class FanoutConfig:
     targets: tuple[TargetConfig, ...]
     nats_urls: tuple[str, ...]
     subject_prefix: str
-    grpc_host: str
-    grpc_port: int
-    health_host: str
-    health_port: int
-    drain_grace: float
-    instance_id: str = ""
+    endpoint: ServiceEndpoint  # the fanout section, its drain_grace overridden by --drain-grace
     status_interval: float = 5.0  # heartbeat of this instance's status to the coordination store
 
 
 def read_fanout_config(settings: LaredoSettings, *, drain_grace: str | None = None) -> FanoutConfig:
-    """Every replication-fanout target, with its options checked; raises ConfigError listing all problems.
-
-    drain_grace: the --drain-grace flag, which overrides fanout.drain_grace.
-    """
+    """Every replication-fanout target, with its options checked (drain_grace: the --drain-grace flag, which
+    overrides fanout.drain_grace); raises ConfigError listing all problems."""
     problems: list[str] = []
     targets: dict[TableId, TargetConfig] = {}
     for table in settings.tables_with_target(TARGET_TYPE):
@@ -85,19 +64,8 @@ def read_fanout_config(settings: LaredoSettings, *, drain_grace: str | None = No
     grace = _drain_grace(settings.fanout.drain_grace, drain_grace, problems)
     if problems:
         raise ConfigError(problems)
-    endpoint = settings.fanout
-    return FanoutConfig(
-        targets=tuple(targets.values()),
-        nats_urls=settings.stream.nats_urls,
-        subject_prefix=settings.stream.subject_prefix,
-        grpc_host=endpoint.grpc_host,
-        grpc_port=endpoint.grpc_port,
-        health_host=endpoint.health_host,
-        health_port=endpoint.health_port,
-        drain_grace=grace,
-        instance_id=endpoint.instance_id,
-        status_interval=status_interval,
-    )
+    return FanoutConfig(tuple(targets.values()), settings.stream.nats_urls, settings.stream.subject_prefix,
+                        dataclasses.replace(settings.fanout, drain_grace=grace), status_interval)
 
 
 def _drain_grace(configured: float, flag: str | None, problems: list[str]) -> float:
@@ -116,35 +84,34 @@ def _target(table: TableSettings, target: TargetSettings, problems: list[str]) -
     journal = r.section("journal")
     grpc_max_clients = _grpc_max_clients(r)
     buffer = r.section("client_buffer")
-    config = TargetConfig(
-        source_id=table.source_id,
-        table=table.table,
+    max_size = buffer.integer("max_size", 50_000, minimum=1)
+    policy = buffer.string("policy", BufferPolicy.DROP_DISCONNECT.value, choices=tuple(p.value for p in BufferPolicy))
+    catch_up = buffer.duration("catch_up_timeout", 300.0)
+    limits = ReplicaLimits(
         journal_max_entries=journal.integer("max_entries", 100_000, minimum=1),
         journal_max_age=journal.duration("max_age", 24 * 3600.0),
         heartbeat_interval=r.duration("heartbeat_interval", 5.0),
         max_clients=r.integer("max_clients", grpc_max_clients, minimum=0),
-        buffer_max_size=buffer.integer("max_size", 50_000, minimum=1),
-        buffer_policy=buffer.string("policy", "drop_disconnect", choices=BUFFER_POLICIES),
-        buffer_catch_up_timeout=buffer.duration("catch_up_timeout", 300.0),
+        buffer=BufferLimits(max(1, max_size), BufferPolicy(policy), max(0.0, catch_up)),  # out of range: reported
         resume_wait=r.duration("resume_wait", 10.0),
-        snapshot=_snapshot(r.section("snapshot")) if r.has("snapshot") else None,
     )
-    if config.heartbeat_interval <= 0:
-        r.problem("heartbeat_interval", f"must be positive, got {config.heartbeat_interval}")
-    if config.buffer_catch_up_timeout < 0:
-        buffer.problem("catch_up_timeout", f"must not be negative (0: no time limit), got "
-                                           f"{config.buffer_catch_up_timeout}")
-    if config.resume_wait < 0:
-        r.problem("resume_wait", f"must not be negative (0: do not wait), got {config.resume_wait}")
+    config = TargetConfig(table.source_id, table.table, limits,
+                          _snapshot(r.section("snapshot")) if r.has("snapshot") else None)
+    if limits.heartbeat_interval <= 0:
+        r.problem("heartbeat_interval", f"must be positive, got {limits.heartbeat_interval}")
+    if catch_up < 0:
+        buffer.problem("catch_up_timeout", f"must not be negative (0: no time limit), got {catch_up}")
+    if limits.resume_wait < 0:
+        r.problem("resume_wait", f"must not be negative (0: do not wait), got {limits.resume_wait}")
     journal.check_unknown()
     buffer.check_unknown()
     r.check_unknown(also_known=("grpc",))
     return config
 
 
-def _snapshot(r: Reader) -> SnapshotConfig:
+def _snapshot(r: Reader) -> SnapshotPolicy:
     retention = r.section("retention")
-    config = SnapshotConfig(
+    config = SnapshotPolicy(
         interval=r.duration("interval", 300.0),
         store=read_snapshot_store(r),
         keep_count=retention.integer("keep_count", 5, minimum=0),
@@ -159,10 +126,8 @@ def _snapshot(r: Reader) -> SnapshotConfig:
 
 
 def _grpc_max_clients(r: Reader) -> int:
-    """The specification's layout puts max_clients under grpc { }; honour it when set there.
-
-    grpc.port is accepted for compatibility: every target is served on fanout.grpc.port.
-    """
+    """The specification's layout puts max_clients under grpc { }; honour it when set there (grpc.port is
+    accepted for compatibility: every target is served on fanout.grpc.port)."""
     grpc = r.tree.get("grpc")
     if not isinstance(grpc, dict):
         return 0

@@ -8,7 +8,6 @@ import contextlib
 import gc
 import logging
 from functools import partial
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -24,7 +23,6 @@ from laredo_core.deadletters.store import DeadLetterStore
 from laredo_core.deadletters.wiring import DeadLetterWiring, wire_dead_letters
 from laredo_core.health import HealthServer
 from laredo_core.runtime import ServiceRun, until_stopped_or_failed
-from laredo_core.snapshots.config import StoreConfig
 from laredo_core.snapshots.factory import SnapshotStores
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.rebuild.instance import InstanceRebuilds
@@ -46,11 +44,10 @@ from laredo_fanout.application.coordination import FanoutCoordinator
 from laredo_fanout.application.dead_letter_replay import TARGET_TYPE, FanoutDeadLetterReplay
 from laredo_fanout.application.rebuild import FanoutRebuildTarget
 from laredo_fanout.application.replicator import Replicator
-from laredo_fanout.application.snapshots import SnapshotPolicy, TableSnapshots
-from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
+from laredo_fanout.application.snapshots import TableSnapshots
+from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.application.targets import FanoutTargets
-from laredo_fanout.config import FanoutConfig, TargetConfig, read_fanout_config
-from laredo_fanout.domain.client_buffer import BufferLimits, BufferPolicy
+from laredo_fanout.config import FanoutConfig, read_fanout_config
 from laredo_fanout.entrypoints.grpc.servicer import SERVICE_NAMES, ReplicationServicer, generic_handlers
 from laredo_fanout.ports import ChangeFeed, Clock, FeedSubscription, Observer, SnapshotStore
 
@@ -93,10 +90,6 @@ class FanoutApp:
             return False, {"grpc": "starting", **details}
         return ready, details
 
-    def drain(self, reason: str, seconds: float, schema: str = "", table: str = "") -> None:
-        """GoAway to clients (all targets, or one); drained streams end after `seconds` (0: when clients leave)."""
-        self.targets.drain(schema, table, reason, self.clock.now() + seconds if seconds else 0.0)
-
     async def run(self, stop: asyncio.Event) -> None:
         """Shutdown order (start-up's reverse): unready + GoAway (drain_grace), stop gRPC, dead letters flushed,
         background loops, final snapshots, feed, health."""
@@ -107,7 +100,7 @@ class FanoutApp:
                 run.on_stop(self.tracer_provider.force_flush)
             run.on_stop(self._collector_back)
             health = await run.listen("fanout.health_host/fanout.health_port", HealthServer(
-                self.config.health_host, self.config.health_port, ready=self.readiness,
+                self.config.endpoint.health_host, self.config.endpoint.health_port, ready=self.readiness,
                 tls=self.front_door.tls if self.front_door else None, metrics=self.metrics).start(), HealthServer.stop)
             self.health_port = health.port
             subscriptions = await self._restore()
@@ -118,7 +111,7 @@ class FanoutApp:
             if self.dead_letters is not None:
                 run.on_stop(self.dead_letters.flush)  # before the final snapshots move past their messages
             grpc_server = await run.listen("fanout.grpc.host/fanout.grpc.port", start_grpc_server(
-                self.config.grpc_host, self.config.grpc_port, (),
+                self.config.endpoint.grpc_host, self.config.endpoint.grpc_port, (),
                 generic_handlers=generic_handlers(ReplicationServicer(self.targets)),
                 extra_service_names=SERVICE_NAMES, front_door=self.front_door, name="fanout",
             ), partial(GrpcServer.stop, grace=STOP_GRACE))
@@ -136,15 +129,10 @@ class FanoutApp:
 
     async def _restore(self) -> list[FeedSubscription]:
         """Each target with a snapshot store starts from its newest snapshot and consumes the stream after it."""
-        subscriptions = []
-        for replica in self.targets.replicas:
-            snapshots = self.targets.snapshots.get(replica.table)
-            manifest = None
-            if snapshots is not None and snapshots.policy.restore_on_start:
-                manifest = await snapshots.restore_newest()
-            subscriptions.append(FeedSubscription(replica.source_id, replica.table,
-                                                  manifest.stream_sequence if manifest is not None else 0))
-        return subscriptions
+        for snapshots in self.targets.snapshots.values():
+            if snapshots.policy.restore_on_start:
+                await snapshots.restore_newest()  # the replica's stream_sequence becomes the snapshot's
+        return [FeedSubscription(r.source_id, r.table, r.stream_sequence) for r in self.targets.replicas]
 
     def _background(self, run: ServiceRun) -> None:
         for snapshots in self.targets.snapshots.values() if self.takes_snapshots else ():
@@ -157,13 +145,11 @@ class FanoutApp:
             run.spawn(self.dead_letters.run(), "dead-letters")
 
     async def _freeze_loaded_state(self) -> None:
-        """Once every table is loaded, keep its millions of objects out of the cyclic collector's passes.
-
-        A full collection walks every tracked object: with a million rows it stalls the loop for a large part
-        of a second, again and again as changes allocate; while loading, collections cost a fifth of the
-        time. Rows hold no reference cycles (refcounting frees replaced rows), so the collector is off while
-        loading (at most LOAD_WITHOUT_COLLECTOR), then what exists is collected once and exempted.
-        """
+        """Once every table is loaded, keep its millions of objects out of the cyclic collector's passes. A full
+        collection walks every tracked object: with a million rows it stalls the loop for a large part of a second,
+        again and again as changes allocate; while loading, collections cost a fifth of the time. Rows hold no
+        reference cycles (refcounting frees replaced rows), so the collector is off while loading (at most
+        LOAD_WITHOUT_COLLECTOR), then what exists is collected once and exempted."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(LOAD_WITHOUT_COLLECTOR):
                 await asyncio.gather(*(r.wait_ready() for r in self.targets.replicas))
@@ -182,11 +168,11 @@ class FanoutApp:
                 replica.journal.prune(now)
 
     async def _drain_on_stop(self) -> None:
-        grace = self.config.drain_grace
+        grace = self.config.endpoint.drain_grace
         if grace <= 0 or not self.started.is_set():
             return
         log.info("stopping: draining clients for up to %.1fs", grace)
-        self.drain("draining", grace)
+        self.targets.drain("", "", "draining", self.clock.now() + grace)  # GoAway; streams end after the grace
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self.targets.wait_clients_gone()
@@ -206,16 +192,13 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
           coordination: CoordinationStore | None = None, drain_grace: str | None = None,
           instance_id: str = "", stream_tail: StreamTail | None = None,
           dead_letter_store: DeadLetterStore | None = None, takes_snapshots: bool = True) -> FanoutApp:
-    """Wire the service from settings; the overrides replace real adapters (tests, embedding).
+    """Wire the service from settings; the keyword arguments replace real adapters (tests, embedding).
 
-    snapshot_store replaces the configured store of every target that has a snapshot section.
-    coordination: the store for heartbeats and commands; by default Redis when the file has a redis section.
-    stream_tail: what restores and replays read the stream tail with; by default JetStream, or the memory
-    feed's messages when `feed` is a MemoryChangeFeed.
-    dead_letter_store: replaces the JetStream dead-letter store (when dead_letters.enabled).
-    takes_snapshots: False leaves the periodic and final snapshots to another process (worker 0 of --workers);
-    this one still restores, lists, fetches and takes snapshots on demand.
-    """
+    snapshot_store replaces the store of every target with a snapshot section; coordination defaults to Redis when
+    the file has a redis section; stream_tail (what restores and replays read) to JetStream, or the memory feed's
+    messages for a MemoryChangeFeed; dead_letter_store replaces the JetStream dead-letter store (when
+    dead_letters.enabled). takes_snapshots=False leaves periodic and final snapshots to another process (worker 0 of
+    --workers); this one still restores, lists, fetches and takes snapshots on demand."""
     config = read_fanout_config(settings, drain_grace=drain_grace)
     clock = clock or SystemClock()
     encoder = ProtobufSyncEncoder()
@@ -224,13 +207,12 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, tracer_pr
     if observer is None:
         tracer_provider = tracer_provider or build_tracer_provider(settings.telemetry, SERVICE_NAME)
         observer = OtelObserver(tracer_provider)
-    replicas = [TableReplica(t.source_id, t.table, _limits(t), encoder) for t in config.targets]
-    store_for = _store_factory(snapshot_store)
-    snapshots = {
-        r.table: TableSnapshots(r, store_for(t.snapshot.store), _policy(t), encoder=encoder, clock=clock)
-        for r, t in zip(replicas, config.targets) if t.snapshot is not None
-    }
-    instance_id = instance_id or config.instance_id or default_instance_id(SERVICE_NAME)
+    replicas = [TableReplica(t.source_id, t.table, t.limits, encoder) for t in config.targets]
+    stores = SnapshotStores()  # one store per distinct configuration, shared by the targets that name it
+    snapshots = {r.table: TableSnapshots(r, snapshot_store or stores.store_for(t.snapshot.store), t.snapshot,
+                                         encoder=encoder, clock=clock)
+                 for r, t in zip(replicas, config.targets) if t.snapshot is not None}
+    instance_id = instance_id or config.endpoint.instance_id or default_instance_id(SERVICE_NAME)
     targets = FanoutTargets(replicas, encoder=encoder, clock=clock, observer=observer, snapshots=snapshots,
                             instance_id=instance_id)
     replicator = Replicator({r.table: r for r in replicas}, encoder, clock, observer)
@@ -269,34 +251,10 @@ def _rebuilds(config: FanoutConfig, instance_id: str, targets: FanoutTargets, en
                               client_name="laredo-fanout-rebuild")
     if tail is None or coordination is None:
         return None
-    rebuild_targets = {r.table: FanoutRebuildTarget(r, encoder, clock) for r in targets.replicas}
+    rebuild_targets = {r.table: FanoutRebuildTarget(r, encoder, clock, SilentObserver()) for r in targets.replicas}
     stores = {table: snapshots.store for table, snapshots in targets.snapshots.items()}
     return InstanceRebuilds(SERVICE_NAME.removeprefix("laredo-"), instance_id, rebuild_targets, stores.get, tail,
                             sink, coordination=coordination)
-
-
-def _limits(target: TargetConfig) -> ReplicaLimits:
-    return ReplicaLimits(target.journal_max_entries, target.journal_max_age, target.heartbeat_interval,
-                         target.max_clients, BufferLimits(target.buffer_max_size, BufferPolicy(target.buffer_policy),
-                                                          target.buffer_catch_up_timeout),
-                         resume_wait=target.resume_wait)
-
-
-def _policy(target: TargetConfig) -> SnapshotPolicy:
-    snapshot = target.snapshot
-    assert snapshot is not None
-    return SnapshotPolicy(snapshot.interval, snapshot.keep_count, snapshot.max_age, snapshot.part_rows,
-                          snapshot.restore_on_start, snapshot.format)
-
-
-def _store_factory(override: SnapshotStore | None) -> Callable[[StoreConfig], SnapshotStore]:
-    """One store per distinct configuration, shared by the targets that name it."""
-    stores = SnapshotStores()
-
-    def store_for(config: StoreConfig) -> SnapshotStore:
-        return override if override is not None else stores.store_for(config)
-
-    return store_for
 
 
 def _add_flags(parser: argparse.ArgumentParser) -> None:
@@ -312,7 +270,7 @@ async def _main(settings: LaredoSettings, args: argparse.Namespace, stop: asynci
         log.info("periodic and final snapshots are worker 0's: the workers share their stores")
     tables = ", ".join(str(t.table) for t in app.config.targets)
     log.info("fan-out for %s; NATS %s; drain grace %.1fs", tables, ", ".join(app.config.nats_urls),
-             app.config.drain_grace)
+             app.config.endpoint.drain_grace)
     await app.run(stop)
 
 
@@ -325,7 +283,7 @@ def cli(argv: list[str] | None = None) -> int:
 
 def _stop_grace(settings: LaredoSettings, args: argparse.Namespace) -> float:
     """Draining clients comes first: the stop watchdog's grace starts after drain_grace."""
-    return read_fanout_config(settings, drain_grace=args.drain_grace).drain_grace + STOP_GRACE_AFTER_DRAIN
+    return read_fanout_config(settings, drain_grace=args.drain_grace).endpoint.drain_grace + STOP_GRACE_AFTER_DRAIN
 
 
 if __name__ == "__main__":

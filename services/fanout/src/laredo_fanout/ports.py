@@ -22,38 +22,31 @@ from laredo_fanout.domain.table_state import StoredRow
 
 
 class SyncEncoder(Protocol):
-    """Builds the bytes of Sync stream messages (SyncResponse) so they are serialized once and shared.
-
-    Pure CPU, no I/O: the protobuf implementation is used in tests too (it is its own fake).
-    Every method returns the bytes of one complete SyncResponse message, except encode_row,
-    whose result is cached on each StoredRow and reused by snapshot and journal messages.
-    """
+    """Builds the bytes of Sync stream messages (SyncResponse) so they are serialized once and shared. Pure CPU,
+    no I/O: the protobuf implementation is used in tests too (it is its own fake). Every method returns the bytes
+    of one complete SyncResponse message, except encode_row, whose result is cached on each StoredRow and reused
+    by snapshot and journal messages."""
 
     def encode_row(self, values: Mapping[str, Any]) -> bytes: ...
 
     def decode_row(self, encoded: bytes) -> dict[str, Any]:
         """The values encode_row made `encoded` from (whole numbers as ints)."""
-        ...
 
     def journal_entry(self, *, sequence: int, position: str, commit_time_unix_us: int, xid: int,
                       action: Action, old: StoredRow | None, new: StoredRow | None) -> bytes: ...
 
     def entry_rows(self, encoded: bytes) -> EntryRows:
         """A journal_entry message's action and its rows' values (for subscription filters)."""
-        ...
 
     def entry_as(self, encoded: bytes, action: Action) -> bytes:
         """The journal_entry message as an INSERT of its new row or a DELETE of its old one (a row that entered
         or left a client's filter); sequence, position, time and xid unchanged."""
-        ...
 
     def journal_entries(self, entries: Sequence[JournalEntry]) -> bytes:
         """One entry as journal_entry; several packed as one journal_batch (opt-in extension)."""
-        ...
 
     def snapshot_rows(self, rows: Sequence[StoredRow]) -> bytes:
         """One row as snapshot_row; several packed as one snapshot_rows batch (opt-in extension)."""
-        ...
 
     def handshake(self, plan: SyncPlan, *, current_sequence: int, oldest_sequence: int,
                   columns: Sequence[ColumnInfo]) -> bytes: ...
@@ -71,7 +64,6 @@ class SyncEncoder(Protocol):
 
     def fetch_begin(self, *, snapshot_id: str, sequence: int, row_count: int, position: str) -> bytes:
         """FetchSnapshotResponse messages (FetchSnapshot): begin, one per row, end."""
-        ...
 
     def fetch_row(self, row: StoredRow) -> bytes: ...
 
@@ -85,12 +77,9 @@ class Clock(Protocol):
 
 
 class Observer(Protocol):
-    """Traces and metrics of the fan-out core; never raises into it.
-
-    applying() wraps the application of one stream message and yields an opaque trace
-    reference that is kept with every journal entry the message produced; entries_sent()
-    reports entries written to one client, so their send is traced as a child of the apply.
-    """
+    """Traces and metrics of the fan-out core; never raises into it. applying() wraps the application of one
+    stream message and yields an opaque trace reference that is kept with every journal entry the message
+    produced; entries_sent() reports entries written to one client, so their send is traced as a child of it."""
 
     def applying(self, message: FeedMessage) -> AbstractContextManager[object | None]: ...
 

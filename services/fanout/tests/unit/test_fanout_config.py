@@ -10,7 +10,9 @@ from laredo_kernel.changes import TableId
 from laredo_core.config import LaredoSettings, load_settings
 from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig
-from laredo_fanout.config import SnapshotConfig, read_fanout_config
+from laredo_fanout.application.snapshots import SnapshotPolicy
+from laredo_fanout.config import read_fanout_config
+from laredo_fanout.domain.client_buffer import BufferLimits, BufferPolicy
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -29,9 +31,10 @@ def test_defaults(tmp_path: Path) -> None:
     config = read_fanout_config(settings_with(tmp_path, "{ type = replication-fanout }"))
     (target,) = config.targets
     assert (target.source_id, target.table) == ("main", TableId("public", "items"))
-    assert (target.journal_max_entries, target.journal_max_age, target.heartbeat_interval, target.max_clients) == (
+    limits = target.limits
+    assert (limits.journal_max_entries, limits.journal_max_age, limits.heartbeat_interval, limits.max_clients) == (
         100_000, 86_400.0, 5.0, 0)
-    assert (config.grpc_host, config.grpc_port, config.health_port) == ("127.0.0.1", 0, 0)
+    assert (config.endpoint.grpc_host, config.endpoint.grpc_port, config.endpoint.health_port) == ("127.0.0.1", 0, 0)
     assert config.subject_prefix == "laredo"
 
 
@@ -45,15 +48,16 @@ def test_values_of_every_key(tmp_path: Path) -> None:
         grpc { port = 4002, max_clients = 7 }
     }"""))
     (target,) = config.targets
-    assert (target.journal_max_entries, target.journal_max_age, target.heartbeat_interval) == (50, 600.0, 0.25)
-    assert target.max_clients == 7  # the specification's grpc { max_clients } layout
-    assert (target.buffer_max_size, target.buffer_policy) == (50_000, "drop_disconnect")
-    assert target.snapshot == SnapshotConfig(interval=300.0, store=StoreConfig(kind="local"))
+    limits = target.limits
+    assert (limits.journal_max_entries, limits.journal_max_age, limits.heartbeat_interval) == (50, 600.0, 0.25)
+    assert limits.max_clients == 7  # the specification's grpc { max_clients } layout
+    assert limits.buffer == BufferLimits(50_000, BufferPolicy.DROP_DISCONNECT)
+    assert target.snapshot == SnapshotPolicy(interval=300.0, store=StoreConfig(kind="local"))
 
 
 def test_defaults_without_snapshot_and_buffer_sections(tmp_path: Path) -> None:
     (target,) = read_fanout_config(settings_with(tmp_path, "{ type = replication-fanout }")).targets
-    assert target.snapshot is None and (target.buffer_max_size, target.buffer_policy) == (50_000, "drop_disconnect")
+    assert target.snapshot is None and target.limits.buffer == BufferLimits(50_000, BufferPolicy.DROP_DISCONNECT)
 
 
 def test_s3_snapshot_store_and_slow_down_policy(tmp_path: Path) -> None:
@@ -67,8 +71,8 @@ def test_s3_snapshot_store_and_slow_down_policy(tmp_path: Path) -> None:
           retention { keep_count = 3, max_age = 1h }
         }
     }""")).targets
-    assert (target.buffer_max_size, target.buffer_policy) == (100, "slow_down")
-    assert target.snapshot == SnapshotConfig(
+    assert target.limits.buffer == BufferLimits(100, BufferPolicy.SLOW_DOWN)
+    assert target.snapshot == SnapshotPolicy(
         interval=30.0, keep_count=3, max_age=3600.0, part_rows=1000, restore_on_start=False, format="parquet",
         store=StoreConfig(kind="s3", bucket="snaps", prefix="prod/fanout", endpoint="minio:9000", access_key="ak",
                           secret_key="sk", region="eu-west-1", secure=False))
@@ -92,14 +96,14 @@ def test_snapshot_and_buffer_problems(tmp_path: Path) -> None:
 
 def test_drain_grace_flag_overrides_the_file(tmp_path: Path) -> None:
     settings = settings_with(tmp_path, "{ type = replication-fanout }")
-    assert read_fanout_config(settings).drain_grace == 0.0
-    assert read_fanout_config(settings, drain_grace="15s").drain_grace == 15.0
+    assert read_fanout_config(settings).endpoint.drain_grace == 0.0
+    assert read_fanout_config(settings, drain_grace="15s").endpoint.drain_grace == 15.0
 
 
 def test_top_level_max_clients_wins(tmp_path: Path) -> None:
     config = read_fanout_config(settings_with(
         tmp_path, "{ type = replication-fanout, max_clients = 3, grpc { max_clients = 7 } }"))
-    assert config.targets[0].max_clients == 3
+    assert config.targets[0].limits.max_clients == 3
 
 
 def test_every_problem_is_reported_with_its_key(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from laredo_core.rebuild.pacing import ReplaySpeed
 from laredo_core.rebuild.records import RebuildKind, RebuildPhase, RebuildRequest, outcome_id
 from laredo_core.rebuild.runner import RebuildLimits
 from laredo_core.stream.memory_tail import MemoryStreamTail
-from laredo_fanout.adapters.memory import MemorySnapshotStore
+from laredo_fanout.adapters.memory import MemorySnapshotStore, SilentObserver
 from laredo_fanout.adapters.protobuf_sync_encoder import ProtobufSyncEncoder
 from laredo_fanout.application.rebuild import FanoutRebuildTarget
 from laredo_fanout.application.snapshots import SnapshotPolicy
@@ -41,7 +41,8 @@ class Rig:
         self.snapshots = snapshots
         self.tail = MemoryStreamTail(world.feed, json_values=True)
         self.rebuilds = InstanceRebuilds(
-            "fanout", "f1", {TABLE: FanoutRebuildTarget(world.replica, ProtobufSyncEncoder(), world.clock)},
+            "fanout", "f1", {TABLE: FanoutRebuildTarget(
+                world.replica, ProtobufSyncEncoder(), world.clock, SilentObserver())},
             {TABLE: snapshots.store}.get, self.tail, self.gate, coordination=self.store,
             limits=RebuildLimits(**{"wait_timeout": 5.0, "poll_interval": 0.01, **limits}))
         world.tasks.append(asyncio.create_task(world.feed.run([FeedSubscription("pg", TABLE)], self.gate)))

@@ -47,7 +47,7 @@ async def test_full_snapshot_then_live_entries_with_contiguous_sequences(make_wo
     await eventually(lambda: client.sequences == [4, 5, 6], what="live entries 4..6")
     assert client.rows == server_rows(world)
     status = world.targets.status("public", "items")
-    assert [(c.state, c.current_sequence, c.behind_count) for c in status.clients] == [("live", 6, 0)]
+    assert [(c.state.value, c.sequence, c.lag(status.current_sequence)) for c in status.clients] == [("live", 6, 0)]
 
 
 async def test_client_joining_mid_stream_sees_snapshot_plus_tail_without_gap_or_duplicate(

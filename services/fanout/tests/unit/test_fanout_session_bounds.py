@@ -176,7 +176,7 @@ async def test_a_filtered_client_is_not_behind_for_entries_its_filter_skips(make
     publish_changes(world, 100, 40)  # none of which it wants
     await eventually(lambda: world.replica.journal.current_sequence == 44, what="40 unwanted changes applied")
     # its producer looks again within a tenth of a second: the skipped entries are behind it then
-    await eventually(lambda: world.targets.status("public", "items").clients[0].behind_count <= 1,
+    await eventually(lambda: world.replica.clients.clients()[0].lag(44) <= 1,
                      what="the unwanted entries behind the client")
     assert not task.done()
     client.resume_reading()

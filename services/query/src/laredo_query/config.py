@@ -7,15 +7,8 @@ import socket
 from dataclasses import dataclass
 
 from laredo_kernel.changes import TableId
-from laredo_core.config import (
-    ENDPOINT_KEYS,
-    LaredoSettings,
-    Reader,
-    ServiceEndpoint,
-    TableSettings,
-    TargetSettings,
-    service_reader,
-)
+from laredo_core.config import (ENDPOINT_KEYS, LaredoSettings, Reader, ServiceEndpoint, TableSettings, TargetSettings,
+                                service_reader)
 from laredo_kernel.errors import ConfigError
 from laredo_core.snapshots.config import StoreConfig, read_snapshot_store
 
@@ -24,7 +17,6 @@ from laredo_query.domain.indexes import LOOKUP, RESERVED_NAMES, IndexDefinition
 
 TARGET_TYPE = "indexed-memory"
 _INDEX_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-QUERY_KEYS = ("subscriber_buffer", "subscriber_overflow", "status_interval", "advertise_address")
 DEFAULT_STATUS_INTERVAL = 5.0
 _HOST_PORT = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}")
 
@@ -46,10 +38,6 @@ class QueryConfig:
     endpoint: ServiceEndpoint
     subscriber_buffer: int = DEFAULT_BUFFER_SIZE
     subscriber_overflow: OverflowPolicy = OverflowPolicy.DROP
-    # Coordination (status heartbeat, commands): on when the file has a redis section, as for fan-out.
-    coordination: bool = False
-    redis_url: str = ""
-    redis_key_prefix: str = "laredo"
     status_interval: float = DEFAULT_STATUS_INTERVAL
     # host:port at which OAM (and other instances) reach this instance's gRPC port; "" = derived from it
     advertise_address: str = ""
@@ -82,9 +70,7 @@ def read_query_config(settings: LaredoSettings) -> QueryConfig:
     if problems:
         raise ConfigError(problems)
     return QueryConfig(tuple(targets.values()), settings.stream.nats_urls, settings.stream.subject_prefix,
-                       settings.query, buffer, OverflowPolicy(overflow), coordination="redis" in settings.raw,
-                       redis_url=settings.redis.url, redis_key_prefix=settings.redis.key_prefix,
-                       status_interval=status_interval, advertise_address=advertise)
+                       settings.query, buffer, OverflowPolicy(overflow), status_interval, advertise)
 
 
 def advertised_address(config: QueryConfig, bound_port: int) -> str:

@@ -65,11 +65,9 @@ _SERVING, _NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.Heal
 
 @dataclass
 class QueryApp:
-    """The wired service. run(stop) serves until `stop` is set; ports are known once `started` is set.
-
-    Readiness (HTTP /health/ready and gRPC health for "", both service names and each "schema.table"):
-    every table loaded (baseline complete, caught up), its indexes fitting its columns, not stale.
-    """
+    """The wired service. run(stop) serves until `stop` is set; ports are known once `started` is set. Ready
+    (HTTP /health/ready and gRPC health for "", both service names and each "schema.table"): every table loaded
+    (baseline complete, caught up), its indexes fitting its columns, not stale."""
 
     config: QueryConfig
     service: QueryService
@@ -89,10 +87,6 @@ class QueryApp:
     started: asyncio.Event = field(default_factory=asyncio.Event)
     _stopping: bool = False
 
-    @property
-    def endpoint(self) -> ServiceEndpoint:
-        return self.config.endpoint
-
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         ready, details = self.service.readiness()
         if self._stopping:
@@ -104,7 +98,7 @@ class QueryApp:
     async def run(self, stop: asyncio.Event) -> None:
         """Start-up: health, snapshots, feed, gRPC. Shutdown order (the reverse): unready, end subscriptions, stop
         gRPC (grace), stop the feed, dead letters, coordination, health."""
-        endpoint = self.endpoint
+        endpoint = self.config.endpoint
         async with ServiceRun("query service", self._stop_serving) as run:
             if self.close_coordination is not None:
                 run.on_stop(self.close_coordination)
@@ -174,17 +168,14 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
           coordination: CoordinationStore | None = None, stream_tail: StreamTail | None = None,
           snapshot_store: SnapshotStore | None = None, dead_letter_store: DeadLetterStore | None = None,
           stream_bounds: StreamBounds | None = None, **endpoint_overrides: Any) -> QueryApp:
-    """Wire the service from settings. `feed`/`clock` replace real adapters; `endpoint_overrides` replace
-    fields of settings.query (grpc_port=0, health_host=..., drain_grace=..., instance_id=...).
+    """Wire the service from settings; the keyword arguments replace real adapters (tests, embedding), and
+    `endpoint_overrides` fields of settings.query (grpc_port=0, health_host=..., drain_grace=..., instance_id=...).
 
-    coordination: the store for the status heartbeat and commands; by default Redis when the file has a redis
-    section (as for fan-out), none otherwise. An unreachable Redis never stops the data.
-    stream_tail / snapshot_store: what restores and replays read (by default JetStream, or the memory feed's
-    messages when `feed` is a MemoryChangeFeed; each table's configured snapshot store).
-    dead_letter_store: replaces the JetStream dead-letter store (when dead_letters.enabled).
-    stream_bounds: where start-up reads the stream's bounds to choose each table's snapshot (by default
-    JetStream, or the memory feed's when `feed` is a MemoryChangeFeed; none for another feed: no snapshot loads).
-    """
+    coordination: by default Redis when the file has a redis section (an unreachable Redis never stops the data).
+    stream_tail, stream_bounds: what restores and replays read the tail with, and where start-up reads the
+    stream's bounds to choose each table's snapshot: JetStream, or the memory feed's when `feed` is a
+    MemoryChangeFeed (no bounds for another feed: no snapshot loads). snapshot_store replaces each table's
+    configured store; dead_letter_store the JetStream dead-letter store (when dead_letters.enabled)."""
     unknown = set(endpoint_overrides) - {f.name for f in dataclasses.fields(ServiceEndpoint)}
     if unknown:
         raise TypeError(f"build() got unknown overrides {sorted(unknown)}; expected fields of ServiceEndpoint")
@@ -206,36 +197,29 @@ def build(settings: LaredoSettings, *, feed: ChangeFeed | None = None, clock: Cl
                                   client_name="laredo-query")
     service = QueryService(tables)
     close_coordination = None
-    if coordination is None and config.coordination:
+    if coordination is None and "redis" in settings.raw:  # as for fan-out
         from laredo_core.coordination.redis_store import RedisCoordinationStore  # connects lazily
 
-        redis_store = RedisCoordinationStore(config.redis_url, config.redis_key_prefix)
+        redis_store = RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)
         coordination, close_coordination = redis_store, redis_store.aclose
-    coordinator = None
     instance_id = config.endpoint.instance_id or default_instance_id(SERVICE_NAME)
     dead_letters = wire_dead_letters(settings, TARGET_TYPE, f"query:{instance_id}", store=dead_letter_store)
     applier.dead_letters = dead_letters.recorder
     replay = QueryDeadLetterReplay({t.table: t for t in tables}, clock, partial(
         decode_batch, json_values=True)) if dead_letters.enabled else None
-    stores = _snapshot_stores(config, snapshot_store)
+    shared = SnapshotStores()  # one store per distinct configuration; `snapshot_store` replaces every one
+    stores = {t.table: snapshot_store or shared.store_for(t.snapshot_store) for t in config.targets
+              if t.snapshot_store is not None or snapshot_store is not None}
     startup = _startup_restore(config, tables, stores, feed, stream_bounds)
-    if coordination is not None:
-        rebuilds = _rebuilds(config, instance_id, tables, gate, clock, coordination, feed, stream_tail, stores)
-        coordinator = QueryCoordinator(coordination, instance_id, service, signal,
-                                       heartbeat_interval=config.status_interval, rebuilds=rebuilds,
-                                       dead_letter_replay=replay)
+    coordinator = QueryCoordinator(
+        coordination, instance_id, service, signal, heartbeat_interval=config.status_interval,
+        rebuilds=_rebuilds(config, instance_id, tables, gate, clock, coordination, feed, stream_tail, stores),
+        dead_letter_replay=replay) if coordination is not None else None
     metrics = MetricsEndpoint()
     observe(build_meter_provider(settings.telemetry, SERVICE_NAME, metrics=metrics).get_meter("laredo_query"),
             query_figures(tables))
     return QueryApp(config, service, applier, feed, signal, clock, coordinator, close_coordination, sink=gate,
                     dead_letters=dead_letters, startup=startup, front_door=settings.front_door, metrics=metrics)
-
-
-def _snapshot_stores(config: QueryConfig, override: SnapshotStore | None) -> dict[TableId, SnapshotStore]:
-    """Each table's snapshot store (`override` replaces every configured one), one per distinct configuration."""
-    shared = SnapshotStores()
-    return {t.table: override or shared.store_for(t.snapshot_store) for t in config.targets
-            if t.snapshot_store is not None or override is not None}
 
 
 def _startup_restore(config: QueryConfig, tables: list[QueryTable], stores: dict[TableId, SnapshotStore],

@@ -21,7 +21,7 @@ from laredo_core.rebuild.runner import RebuildLimits
 from laredo_core.snapshots.format import Checksum, SnapshotManifest, encode_part
 from laredo_core.snapshots.memory_store import MemorySnapshotStore
 from laredo_core.stream.memory_tail import MemoryStreamTail
-from laredo_query.application.rebuild import QueryRebuildTarget, key_columns
+from laredo_query.application.rebuild import QueryRebuildTarget
 from laredo_query.ports import FeedSubscription
 from services.query.tests.query_testkit import TABLE, Batches, delete, insert, row, update
 from services.query.tests.unit.conftest import World
@@ -49,7 +49,7 @@ class Rig:
         checksum = Checksum()
         checksum.update(data)
         manifest = SnapshotManifest("20261122T110512345Z-0-abcdef", TABLE, table.indexed.columns,
-                                    key_columns(table.indexed.columns), len(rows), str(table.applied_position),
+                                    table.indexed.key_columns, len(rows), str(table.applied_position),
                                     self.gate.applied_sequence(TABLE), 0, 1_700_000_000.0, (part,), checksum.value)
         await self.snapshots.write_part(TABLE, manifest.snapshot_id, part.name, data)
         await self.snapshots.write_manifest(manifest)

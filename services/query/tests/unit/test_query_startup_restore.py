@@ -19,7 +19,7 @@ from laredo_core.stream.feed import ChangeSink, FeedSubscription
 from laredo_core.stream.memory_bounds import MemoryStreamBoundsReader
 from laredo_query.adapters.memory import MemoryChangeFeed
 from laredo_query.adapters.codec_stream_bounds import CodecStreamBounds
-from laredo_query.application.startup_restore import RestoreSource, RetryPolicy, StartupRestore
+from laredo_query.application.startup_restore import RestoreSource, StartupRestore
 from laredo_query.domain.snapshot_choice import StreamState, unusable_reason
 from laredo_query.main import QueryApp, build
 from laredo_testing.eventually import eventually
@@ -230,7 +230,7 @@ async def test_an_unreachable_stream_is_retried_then_the_snapshot_loads(history:
     reader.unreachable = 2
     world = build_world()
     restored = await StartupRestore([RestoreSource(world.table, DEFINITIONS, history.store)],
-                                    CodecStreamBounds(reader), retry=RetryPolicy(0.01, 0.01)).restore()
+                                    CodecStreamBounds(reader), retry=(0.01, 0.01)).restore()
     assert restored == {TABLE: manifest} and reader.calls == 3
 
 

@@ -1,14 +1,11 @@
 """The Observer port as OpenTelemetry spans: ingest.publish -> fanout.apply -> fanout.sync.send.
 
-fanout.apply is a child of the remote context in the message's traceparent header; its context
-travels with every journal entry the message produced, so each send to a client is traced as
-a child of the apply that created the entry. Consecutive entries of one apply sent in one
-message share one send span.
+fanout.apply is a child of the remote context in the message's traceparent header and travels with every journal
+entry the message produced: each send to a client is its child (one span for consecutive entries of one apply).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -21,8 +18,6 @@ from laredo_core.telemetry import extract_context
 
 from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.ports import FeedMessage
-
-log = logging.getLogger(__name__)
 
 
 class OtelObserver:

@@ -11,7 +11,7 @@ Wire facts this relies on (protobuf encoding, stable by specification):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +22,7 @@ from laredo_kernel.changes import Action, ColumnInfo
 
 from laredo_fanout.adapters import protobuf_wire
 from laredo_fanout.adapters.protobuf_wire import varint
-from laredo_fanout.domain.journal import EntryRows, JournalEntry
+from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.sync_plan import SyncMode, SyncPlan
 from laredo_fanout.domain.table_state import StoredRow
 
@@ -48,12 +48,9 @@ def _reframed(encoded: bytes, tag: bytes) -> list[Any]:
 class ProtobufSyncEncoder:
     """The SyncEncoder port for the laredo.replication.v1 wire format."""
 
-    def encode_row(self, values: Mapping[str, Any]) -> bytes:
-        """SnapshotRow{row} bytes from JSON-compatible values; always starts with the tag of field 1."""
-        return protobuf_wire.snapshot_row(values)
-
-    def decode_row(self, encoded: bytes) -> dict[str, Any]:
-        return protobuf_wire.decode_snapshot_row(encoded)
+    encode_row = staticmethod(protobuf_wire.snapshot_row)  # always starts with the tag of field 1
+    decode_row = staticmethod(protobuf_wire.decode_snapshot_row)
+    entry_rows = staticmethod(protobuf_wire.decode_entry_rows)
 
     def journal_entry(self, *, sequence: int, position: str, commit_time_unix_us: int, xid: int,
                       action: Action, old: StoredRow | None, new: StoredRow | None) -> bytes:
@@ -67,10 +64,6 @@ class ProtobufSyncEncoder:
             parts += _reframed(new.encoded, _NEW_VALUES)
         entry = b"".join(parts)
         return b"".join((_JOURNAL_ENTRY, varint(len(entry)), entry))
-
-    def entry_rows(self, encoded: bytes) -> EntryRows:
-        action, old, new = protobuf_wire.decode_entry_rows(encoded)
-        return EntryRows(Action(action), old, new)
 
     def entry_as(self, encoded: bytes, action: Action) -> bytes:
         # rare (a row entering or leaving a client's filter): the generated code rewrites the message
@@ -126,7 +119,6 @@ class ProtobufSyncEncoder:
         stamp.FromNanoseconds(int(server_time * 1e9))
         return pb.SyncResponse(heartbeat=pb.Heartbeat(current_sequence=current_sequence,
                                                       server_time=stamp)).SerializeToString()
-
 
     def schema_change(self, *, sequence: int, old_columns: Sequence[ColumnInfo],
                       new_columns: Sequence[ColumnInfo]) -> bytes:

@@ -1,12 +1,7 @@
-"""Protobuf wire encoding by hand for the hot messages: rows (the kernel's Struct encoder, laredo_kernel.struct_wire)
-and journal entries (read back with the kernel's decoders, laredo_kernel.sync_wire and struct_wire, which the
-client library uses too).
-
-Built for JSON-compatible values (laredo_kernel.jsonvalue's output: None, bool, int, float, str, lists and
-dicts of those). The bytes parse to the same messages as google.protobuf's own Struct.update() and
-ReplicationJournalEntry serialization would give (checked by the unit tests); map entries keep the row's
-column order. Wire facts: a length-delimited field is tag, varint length, payload; Value is a oneof of
-null_value=1 (varint), number_value=2 (double), string_value=3, bool_value=4, struct_value=5, list_value=6.
+"""Protobuf wire encoding by hand for the hot messages: rows (laredo_kernel.struct_wire's Struct encoder) and journal
+entries, read back with the kernel's decoders (laredo_kernel.sync_wire and struct_wire, the client library's). Built
+for JSON-compatible values (laredo_kernel.jsonvalue's output); the bytes parse to the same messages as
+google.protobuf's own serialization gives (checked by the unit tests), map entries in the row's column order.
 """
 
 from __future__ import annotations
@@ -14,9 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from laredo_kernel.changes import Action
 from laredo_kernel.struct_wire import ROW_VALUES, SMALL_VARINTS, length_delimited, struct_fields, varint
 from laredo_kernel.sync_wire import JOURNAL_ENTRY, journal_entry, only_field
 from laredo_kernel.sync_wire import snapshot_row as row_span
+
+from laredo_fanout.domain.journal import EntryRows
+
 
 def snapshot_row(values: Mapping[str, Any]) -> bytes:
     """SnapshotRow{row} bytes: field 1 always present, so an empty row is an empty Struct, not a missing one."""
@@ -53,12 +52,13 @@ def decode_snapshot_row(encoded: bytes) -> dict[str, Any]:
     return ROW_VALUES.decode(encoded, start, end)
 
 
-def decode_entry_rows(encoded: bytes) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+def decode_entry_rows(encoded: bytes) -> EntryRows:
     """The action and the old and new rows' values (None when absent) of a SyncResponse{journal_entry}, read
     with the kernel's decoders (the client library's)."""
     located = only_field(encoded)
     if located is None or located[0] != JOURNAL_ENTRY:
         raise ValueError("not a SyncResponse holding one journal entry")
     _, _, action, old_start, old_end, new_start, new_end = journal_entry(encoded, located[1], located[2])
-    return (action.decode(), ROW_VALUES.decode(encoded, old_start, old_end) if old_start >= 0 else None,
-            ROW_VALUES.decode(encoded, new_start, new_end) if new_start >= 0 else None)
+    decode = ROW_VALUES.decode
+    return EntryRows(Action(action.decode()), decode(encoded, old_start, old_end) if old_start >= 0 else None,
+                     decode(encoded, new_start, new_end) if new_start >= 0 else None)

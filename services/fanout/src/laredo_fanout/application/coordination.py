@@ -1,11 +1,9 @@
 """This instance in the coordination store: a status heartbeat, and the operators' commands (drain, snapshot).
 
-Commands arrive for 'fanout:*' (every instance, each reading with its own group) and for
-'fanout:<instance_id>'; laredo_core.coordination.instance serves them, answers restores and replays with the
-instance's rebuilds and hands every other kind to this module. A drain runs only when sent to this instance's
-own target: one sent to all would leave the clients of every instance nowhere to go. Executing a command is
-idempotent by command id; its result is stored for the sender. Coordination never stops the data path: an
-unreachable store only delays commands and heartbeats.
+laredo_core.coordination.instance serves the commands for 'fanout:*' and 'fanout:<instance_id>' (idempotent by
+command id, each result stored for the sender), runs restores and replays, and hands every other kind here. A
+drain runs only when sent to this instance's own target: one sent to all would leave the clients of every
+instance nowhere to go. An unreachable store only delays commands and heartbeats, never the data path.
 """
 
 from __future__ import annotations
@@ -18,9 +16,9 @@ from laredo_core.coordination.instance import CommandAnswer, InstanceCoordinator
 from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus, CoordinationStore
 from laredo_core.coordination.status_reports import column_report
 from laredo_core.rebuild.instance import InstanceRebuilds
-from laredo_kernel.changes import TableId
 
 from laredo_fanout.application.dead_letter_replay import FanoutDeadLetterReplay
+from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.application.targets import FanoutTargets
 from laredo_fanout.domain.errors import FanoutError, SnapshotStoreUnavailable
 from laredo_fanout.ports import Clock
@@ -91,11 +89,9 @@ class FanoutCoordinator:
             "tables": names, "drain_deadline_unix_ms": int(deadline * 1000)}
 
     async def _snapshot(self, args: Mapping[str, Any]) -> tuple[CommandStatus, str, dict[str, Any]]:
-        """A new snapshot of each named table (all with a store when none is named), even if unchanged.
-
-        Details: `snapshots` {table: snapshot id written}, `failed` {table: why not}, `missing` [tables
-        named that this instance does not snapshot].
-        """
+        """A new snapshot of each named table (all with a store when none is named), even if unchanged. Details:
+        `snapshots` {table: snapshot id written}, `failed` {table: why not}, `missing` [tables named that this
+        instance does not snapshot]."""
         wanted = {str(t) for t in args.get("tables") or ()}
         user_meta = args.get("user_meta") or {}
         if not isinstance(user_meta, Mapping):
@@ -127,18 +123,18 @@ class FanoutCoordinator:
     def _own_status(self) -> Mapping[str, Any]:
         ready, details = self._targets.readiness()
         for replica in self._targets.replicas:  # the columns OAM's GetTableSchema answers with
-            entry = details.get("tables", {}).get(str(replica.table))
-            if isinstance(entry, dict):
-                entry["columns"] = column_report(replica.columns)
-                entry["client_list"] = self._clients(replica.table)
+            entry = details["tables"][str(replica.table)]
+            entry["columns"], entry["client_list"] = column_report(replica.columns), _clients(replica)
         return {"ready": ready, "draining": self._targets.draining, **details}
 
-    def _clients(self, table: TableId) -> list[dict[str, Any]]:
-        """The clients furthest behind first, at most REPORTED_CLIENTS of them (the console's list)."""
-        clients = sorted(self._targets.status(table.schema, table.name).clients, key=lambda c: -c.behind_count)
-        return [{"client_id": c.client_id, "sequence": c.current_sequence, "behind": c.behind_count,
-                 "state": c.state, "buffer": c.buffer_depth, "connected_unix_ms": int(c.connected_at * 1000)}
-                for c in clients[:REPORTED_CLIENTS]]
+
+def _clients(replica: TableReplica) -> list[dict[str, Any]]:
+    """The clients furthest behind first, at most REPORTED_CLIENTS of them (the console's list)."""
+    current = replica.journal.current_sequence
+    clients = sorted(((c.lag(current), c) for c in replica.clients.clients()), key=lambda pair: -pair[0])
+    return [{"client_id": c.client_id, "sequence": c.sequence, "behind": behind, "state": c.state.value,
+             "buffer": c.buffer_depth, "connected_unix_ms": int(c.connected_at * 1000)}
+            for behind, c in clients[:REPORTED_CLIENTS]]
 
 
 def _deadline(args: Mapping[str, Any], now: float) -> float:

@@ -1,16 +1,10 @@
 """ReplayDeadLetters on this instance: re-apply letters OAM sends to the replica of their table, in order.
 
-Rules (a replay never rolls a row back; query decides by the same rule, laredo_core.deadletters.supersede):
-- a change whose row changed after it (the replica's KeyWatch saw a later change of that key, even a delete), or
-  whose stored row was written by a later change (a DELETE: also one whose row is gone), is SUPERSEDED: nothing
-  is applied; otherwise it is APPLIED, and the row remembers the letter's position;
-- a TRUNCATE is SUPERSEDED as soon as the table applied a stream change after it;
-- a letter that still cannot be applied (the message does not decode, names another table, lacks the key) is
-  FAILED with the new reason.
-Each applied change is a journal entry with the next sequence at a repair position of its own (the replica's
-next_repair_position: after the applied stream change, before any later one), sent to clients as its source
-position: a client resuming after the applied stream change gets it, one that applied it resumes after it.
-The letters stay in the store: OAM removes them.
+A letter is SUPERSEDED when a later change overtook its row or its table (laredo_core.deadletters.supersede, the
+rule query follows too: a replay never rolls a row back), APPLIED otherwise (the row remembers the letter's
+position), FAILED with the new reason when it still cannot be applied. Each applied change is a journal entry at
+the replica's next_repair_position (after the applied stream change, before any later one), so a client resuming
+after that stream change gets it and one that applied it does not. The letters stay in the store: OAM removes them.
 """
 
 from __future__ import annotations
@@ -25,8 +19,7 @@ from laredo_core.deadletters.model import DeadLetter, PipelineId
 from laredo_core.deadletters.replay import ChangeDecoder, ReplayOutcome, ReplayReport
 from laredo_core.deadletters.supersede import ABSENT, superseded
 
-from laredo_fanout.application.repairs import journal_repair
-from laredo_fanout.application.table_replica import TableReplica
+from laredo_fanout.application.table_replica import TableReplica, journal_effect
 from laredo_fanout.domain.errors import ChangeNotApplicable
 from laredo_fanout.domain.table_state import TableState
 from laredo_fanout.ports import Clock, SyncEncoder
@@ -64,8 +57,8 @@ class FanoutDeadLetterReplay:
             if replica.watch:
                 replica.watch.saw(change, state.find_key, (ChangeNotApplicable,))
             if effect is not None:
-                journal_repair(replica, effect, self._encoder, self._clock, xid=batch.xid,
-                               commit_time_unix_us=batch.commit_time_unix_us)
+                journal_effect(replica, effect, replica.next_repair_position(), self._encoder, self._clock.now(),
+                               batch.xid, batch.commit_time_unix_us)
                 applied += 1
         return applied
 

@@ -1,35 +1,27 @@
 """Fan-out tables as rebuild targets (OAM RestoreSnapshot / StartReplay): a private copy, then a re-baseline.
 
-The copy is a TableReplica of its own fed by a Replicator of its own, so it applies the stream tail exactly as
-the live table does (replays skipped by position, baselines, re-keying), without encoding messages for clients
-(its rows keep their wire form: that is how a fan-out row holds its values).
-The install is an ingest-style baseline generation on the live state: every row of the copy is applied as a
-baseline row (an equal row changes nothing), then the rows the copy lacks are deleted. Each difference is a
-journal entry with the next contiguous sequence at a repair position of its own (the replica's
-next_repair_position: after the last stream change the live table applied, before any later one): connected
-clients receive the differences as ordinary changes, and a client that resumes by position after the applied
-stream change receives them too. Installed rows are written at the applied stream position (what a
-dead-letter replay compares with, as in query).
+The copy is a TableReplica fed by a Replicator of its own, so it applies the stream tail as the live table does,
+without encoding messages for clients. The install is a baseline generation on the live state (every row of the copy
+applied as a baseline row, then the rows it lacks deleted); each difference is a journal entry at the replica's
+next_repair_position, so connected clients and clients resuming by position after the applied stream change receive
+it. Installed rows are written at the applied stream position (what a dead-letter replay compares with, as in query).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from laredo_kernel.changes import Action, ColumnInfo, RowChange, TableId
+from laredo_kernel.changes import Action, ColumnInfo, RowChange
 from laredo_kernel.position import ZERO
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.stream.feed import FeedMessage
 
-from laredo_fanout.application.repairs import journal_repair
 from laredo_fanout.application.replicator import Replicator
-from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica
-from laredo_fanout.domain.journal import JournalEntry
+from laredo_fanout.application.table_replica import ReplicaLimits, TableReplica, journal_effect
 from laredo_fanout.domain.table_state import RowEffect, StoredRow
-from laredo_fanout.ports import Clock, SyncEncoder
+from laredo_fanout.ports import Clock, Observer, SyncEncoder
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +29,13 @@ _COPY_LIMITS = ReplicaLimits(journal_max_entries=1, journal_max_age=0.0, heartbe
 
 
 class FanoutRebuildTarget:
-    """One fan-out table as laredo_core.rebuild.runner.RebuildTarget."""
+    """One fan-out table as laredo_core.rebuild.runner.RebuildTarget; `untraced` observes the private copies."""
 
-    def __init__(self, replica: TableReplica, encoder: SyncEncoder, clock: Clock) -> None:
-        self.replica = replica
+    def __init__(self, replica: TableReplica, encoder: SyncEncoder, clock: Clock, untraced: Observer) -> None:
+        self.replica, self.table, self.source_id = replica, replica.table, replica.source_id
         self._encoder = encoder
         self._clock = clock
-
-    @property
-    def table(self) -> TableId:
-        return self.replica.table
-
-    @property
-    def source_id(self) -> str:
-        return self.replica.source_id
+        self._untraced = untraced
 
     def stream_sequence(self) -> int:
         return self.replica.stream_sequence
@@ -62,7 +47,7 @@ class FanoutRebuildTarget:
         return not self.replica.state.baseline_in_progress
 
     def scratch(self, manifest: SnapshotManifest, rows: list[dict[str, Any]]) -> FanoutScratch:
-        return FanoutScratch(self.replica, manifest, rows, self._encoder, self._clock)
+        return FanoutScratch(self.replica, manifest, rows, self._encoder, self._clock, self._untraced)
 
     def install(self, scratch: FanoutScratch, rebuild_id: str) -> FanoutInstallation:  # type: ignore[override]
         return FanoutInstallation(self.replica, scratch, rebuild_id, self._encoder, self._clock)
@@ -72,11 +57,12 @@ class FanoutScratch:
     """The private copy: the snapshot's rows, then the tail applied by a Replicator of its own."""
 
     def __init__(self, live: TableReplica, manifest: SnapshotManifest, rows: list[dict[str, Any]],
-                 encoder: SyncEncoder, clock: Clock) -> None:
+                 encoder: SyncEncoder, clock: Clock, observer: Observer) -> None:
         rows_only = _RowsOnly(encoder)
         self._copy = TableReplica(live.source_id, live.table, _COPY_LIMITS, rows_only)
         self._copy.restore(manifest, rows)
-        self._replicator = Replicator({live.table: self._copy}, rows_only, clock, _UNTRACED)
+        self._replicator = Replicator({live.table: self._copy}, rows_only, clock, observer)
+        self.values = self._copy.state.decode  # a row's values, read back from its wire form
 
     @property
     def stream_sequence(self) -> int:
@@ -88,10 +74,6 @@ class FanoutScratch:
 
     def rows(self) -> list[StoredRow]:
         return self._copy.state.rows()
-
-    def values(self, row: StoredRow) -> dict[str, Any]:
-        """A row's values, read back from its wire form (the installation reads them a step at a time)."""
-        return self._copy.state.decode(row)
 
 
 class FanoutInstallation:
@@ -141,7 +123,7 @@ class FanoutInstallation:
         self.step(len(self._rows))
 
     def _journal(self, effect: RowEffect) -> None:
-        journal_repair(self._replica, effect, self._encoder, self._clock)
+        journal_effect(self._replica, effect, self._replica.next_repair_position(), self._encoder, self._clock.now())
 
 
 class _RowsOnly:
@@ -156,14 +138,3 @@ class _RowsOnly:
 
     def schema_change(self, **fields: Any) -> bytes:
         return b""
-
-
-class _Untraced:
-    def applying(self, message: FeedMessage) -> AbstractContextManager[object | None]:
-        return nullcontext(None)
-
-    def entries_sent(self, table: TableId, client_id: str, entries: Sequence[JournalEntry]) -> None:
-        return None
-
-
-_UNTRACED: Any = _Untraced()

@@ -1,13 +1,10 @@
 """Apply stream messages to each target's rows and journal: the ChangeSink of the fan-out service.
 
-The rules of applying a table's messages are laredo_kernel.table_replay's (shared with the snapshot service's
-fold): a replayed change is skipped, and here said loudly (PositionRegressions): positions only grow along a
-stream. A new epoch (the source's WAL started again lower) sorts after everything before it, so its baseline
-is applied. Each effect becomes a journal entry at the position the rules give it.
-
-Bad input never stops the stream: a change that cannot be applied (ChangeNotApplicable), a message that carries
-another table or does not decode becomes a dead letter of the target's pipeline (with the reason), is counted on
-the replica, and applying goes on with the next change; its position still counts as applied.
+The rules are laredo_kernel.table_replay's, shared with the snapshot service's fold (a replayed change is skipped
+and reported as a position regression); each effect becomes a journal entry at the position they give it. Bad
+input never stops the stream: a change that cannot be applied, or a message that carries another table or does
+not decode, becomes a dead letter of the target's pipeline, is counted on the replica, and applying goes on; its
+position still counts as applied.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ from laredo_kernel.position import Position
 from laredo_core.stream.feed import UndecodableMessage
 from laredo_core.stream.regressions import PositionRegressions
 
-from laredo_fanout.application.table_replica import TableReplica
+from laredo_fanout.application.table_replica import TableReplica, journal_effect
 from laredo_fanout.domain.errors import ChangeNotApplicable
-from laredo_fanout.domain.journal import JournalEntry
 from laredo_fanout.domain.table_state import RowEffect
 from laredo_fanout.ports import Clock, FeedMessage, Observer, SyncEncoder
 
@@ -106,11 +102,11 @@ class Replicator:
             log.warning("%s: the source lost continuity (%s); rows may be stale until the next baseline",
                         replica.table, batch.reason or "no reason given")
             return 0
-        journaled = 0
+        journaled, encoder, now = 0, self._encoder, self._clock.now
 
         def journal(effect: RowEffect, position: Position) -> None:
             nonlocal journaled
-            self._journal(replica, effect, position, batch, trace)
+            journal_effect(replica, effect, position, encoder, now(), batch.xid, batch.commit_time_unix_us, trace)
             journaled += 1
 
         def dead_letter(index: int, exc: Exception) -> None:  # bad input: kept as a dead letter, applying goes on
@@ -129,15 +125,4 @@ class Replicator:
                          len(replica.state))
             replica.mark_baseline_complete()
         return journaled
-
-    def _journal(self, replica: TableReplica, effect: RowEffect, position: Position, batch: ChangeBatchInfo,
-                 trace: object | None) -> None:
-        journal, now = replica.journal, self._clock.now()
-        sequence = journal.next_sequence
-        commit_time = batch.commit_time_unix_us or int(now * 1_000_000)
-        encoded = self._encoder.journal_entry(
-            sequence=sequence, position=str(position), commit_time_unix_us=commit_time, xid=batch.xid,
-            action=effect.action, old=effect.old, new=effect.new,
-        )
-        journal.append(JournalEntry(sequence, position, encoded, now, trace), now)
 

@@ -1,11 +1,10 @@
 """The short queue of serialized messages between a Sync session's producer and the task writing to its client.
 
-One producer, one consumer. It holds at most `read_ahead` messages (the one being written included): the
-entries a client has yet to receive
-wait in the shared journal (the session's cursor marks where), so a batched client gets whatever piled up
-while its previous message was being written, in one message. `depth` counts the journal entries (or
-snapshot rows) in the queued messages, the one being written included; `journal_depth` the journal entries
-alone (a client's lag, see domain.client_buffer.client_lag).
+One producer, one consumer, at most `read_ahead` messages (the one being written included): the entries a client
+has yet to receive wait in the shared journal (the session's cursor marks where), so a batched client gets
+whatever piled up while its previous message was being written, in one message. `depth` counts the journal
+entries (or snapshot rows) in the queued messages, the one being written included; `journal_depth` the journal
+entries alone (a client's lag, see domain.client_buffer.client_lag).
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ class SendBuffer:
         self.journal_depth = 0
         self._items: deque[Outgoing] = deque()
         self._writing = 0  # messages taken by the writer and not written yet
-        self._closed = False
         self._getter: asyncio.Future[None] | None = None
         self._room: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # taken once: each lookup costs a getpid() call
@@ -74,17 +72,9 @@ class SendBuffer:
         self.push(item)
         return True
 
-    async def put(self, item: Outgoing) -> None:
-        """Queue the item once there is room."""
-        while not self.has_room():
-            await self.room()
-        self.push(item)
-
-    async def get(self) -> Outgoing | None:
-        """The next item to write, or None once closed and empty."""
+    async def get(self) -> Outgoing:
+        """The next item to write (waits for one)."""
         while not self._items:
-            if self._closed:
-                return None
             self._getter = self._new_future()
             try:
                 await self._getter
@@ -99,10 +89,6 @@ class SendBuffer:
         self.depth -= item.entries
         self.journal_depth -= len(item.journal)
         _wake(self._room)
-
-    def close(self) -> None:
-        self._closed = True
-        _wake(self._getter)
 
 
 def _wake(waiter: asyncio.Future[None] | None) -> None:

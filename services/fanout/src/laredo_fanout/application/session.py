@@ -70,7 +70,7 @@ class SyncSession:
         self._encoder = encoder
         self._clock = clock
         self._observer = observer
-        self._filter = subscription if subscription else None
+        self._filter = subscription
         self._find_snapshot = find_snapshot
         self.client_id = request.client_id or f"anon-{int(clock.now() * 1000)}"
 
@@ -80,7 +80,8 @@ class SyncSession:
         await replica.wait_ready()
         if replica.drain_ended.is_set():
             raise TargetDrained(f"{replica.table} on this instance is drained; connect to another instance")
-        retained = await self._retained_snapshot()
+        snapshot_id, find_snapshot = self._request.last_snapshot_id, self._find_snapshot
+        retained = await find_snapshot(snapshot_id) if snapshot_id and find_snapshot is not None else None
         await self._wait_for_resume_position(retained)
         client = replica.clients.register(self.client_id, self._clock.now())
         batch = max(1, self._request.max_batch_size)
@@ -115,18 +116,13 @@ class SyncSession:
 
     async def _deliver(self, client: ConnectedClient, buffer: SendBuffer, write: WriteMessage) -> None:
         table, client_id, observer = self._replica.table, self.client_id, self._observer
-        while (item := await buffer.get()) is not None:
+        while True:
+            item = await buffer.get()
             await write(item.message)
             buffer.written(item)
             _delivered(client, item)
             if item.journal:
                 observer.entries_sent(table, client_id, item.journal)
-
-    async def _retained_snapshot(self) -> SnapshotManifest | None:
-        snapshot_id = self._request.last_snapshot_id
-        if not snapshot_id or self._find_snapshot is None:
-            return None
-        return await self._find_snapshot(snapshot_id)
 
     async def _wait_for_resume_position(self, retained: SnapshotManifest | None) -> None:
         """A client resumes strictly after the position it holds: an instance that has not applied that far yet
@@ -134,15 +130,17 @@ class SyncSession:
         already applied. Then InstanceBehind (UNAVAILABLE): the client tries another instance."""
         replica = self._replica
         text = self._request.last_known_source_position or (retained.source_position if retained else "")
-        position = _parsed(text)
-        if position is None or position_reached(replica.applied_position, position):
+        try:
+            position = Position.parse(text)
+        except PositionError:
+            return  # none given, or unparseable (_resume_after logs it)
+        if position_reached(replica.applied_position, position):
             return
         timeout = replica.limits.resume_wait
         log.info("%s: client %s resumes after %s, which this instance has not applied yet (it is at %s); waiting "
                  "up to %gs", replica.table, self.client_id, position, replica.applied_position, timeout)
         if not await replica.wait_applied(position, timeout):
-            applied = replica.applied_position
-            raise InstanceBehind(replica.table, str(position), str(applied) if applied is not None else "", timeout)
+            raise InstanceBehind(replica.table, str(position), str(replica.applied_position or ""), timeout)
 
     def _plan(self, retained: SnapshotManifest | None) -> tuple[SyncPlan, SnapshotCopy | None]:
         """Choose the mode and, for a full snapshot, copy the rows at the current sequence: no await here."""
@@ -161,11 +159,10 @@ class SyncSession:
             plan = replace(plan, identity=identity)
         if plan.mode is not SyncMode.FULL_SNAPSHOT:
             return plan, None
-        position = replica.applied_position
         rows = replica.state.rows()  # a filter picks its rows from this copy later, off the event loop
         sequence = journal.current_sequence
         return plan, SnapshotCopy(f"fanout-{sequence}-{int(self._clock.now() * 1000)}", sequence, rows,
-                                  str(position) if position is not None else "")
+                                  str(replica.applied_position or ""))
 
     def _retained(self, manifest: SnapshotManifest | None) -> RetainedSnapshot | None:
         """The snapshot resolved by its source position, whichever instance or service wrote it."""
@@ -184,13 +181,6 @@ class SyncSession:
             log.warning("client %s: the %s source position is unparseable (%s); ignored", self.client_id, whose, exc)
             return None
         return self._replica.journal.resume_after_position(position)
-
-
-def _parsed(text: str) -> Position | None:
-    try:
-        return Position.parse(text) if text else None
-    except PositionError:
-        return None  # _resume_after logs it
 
 
 def _delivered(client: ConnectedClient, item: Outgoing) -> None:

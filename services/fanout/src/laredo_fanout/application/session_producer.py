@@ -1,24 +1,21 @@
 """What one Sync stream sends, in order: handshake, snapshot, catch-up, then live entries, into its buffer.
 
-The producer reads the shared journal through its own cursor and queues serialized messages in the
-client's short SendBuffer, only when it has room: entries the client has yet to get wait in the journal,
-and a batched client receives whatever piled up meanwhile in one message. The client's lag (entries
-appended and not yet offered to it, plus those queued and not yet written) is its buffer in the sense of
-client_buffer.max_size, in every phase: beyond it, drop_disconnect ends the client, slow_down releases
-the journal's pin and goes on at its pace (until pruning overtakes it); the lag is checked as entries are
-appended, within TableReplica's BACKLOG_CHECK_INTERVAL while the client is still taking earlier messages.
-Schema change notifications are queued right after the entry they follow; heartbeats when nothing was queued
-for heartbeat_interval; GoAway once, when draining, whatever the phase (right after the handshake at the
-earliest).
+The producer reads the shared journal through its own cursor and queues serialized messages in the client's short
+SendBuffer, only when it has room: entries the client has yet to get wait in the journal, and a batched client
+receives whatever piled up meanwhile in one message. The client's lag (entries appended and not yet offered to it,
+plus those queued and not yet written) is its buffer in the sense of client_buffer.max_size, in every phase: beyond
+it, drop_disconnect ends the client, slow_down releases the journal's pin and goes on at its pace (until pruning
+overtakes it); the lag is checked as entries are appended, within TableReplica's BACKLOG_CHECK_INTERVAL while the
+client is still taking earlier messages. Schema change notifications are queued right after the entry they follow;
+heartbeats when nothing was queued for heartbeat_interval; GoAway once, when draining, whatever the phase (right after
+the handshake at the earliest).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from laredo_kernel.changes import Action
 
@@ -46,12 +43,10 @@ class SnapshotCopy:
 
 
 class SessionProducer:
-    """Pins the journal at the plan's resume sequence when created; unpin() once the client is live.
-
-    The pin is released early when the client falls `client_buffer.max_size` entries behind (drop_disconnect
-    ends the stream instead) or once `client_buffer.catch_up_timeout` passed: no client holds the journal
-    beyond its limits by more than that, whatever its phase.
-    """
+    """Pins the journal at the plan's resume sequence when created; unpin() once the client is live. The pin is
+    released early when the client falls `client_buffer.max_size` entries behind (drop_disconnect ends the stream
+    instead) or once `client_buffer.catch_up_timeout` passed: no client holds the journal beyond its limits by
+    more than that, whatever its phase."""
 
     def __init__(self, replica: TableReplica, client: ConnectedClient, buffer: SendBuffer, plan: SyncPlan, *,
                  encoder: SyncEncoder, clock: Clock, subscription: SubscriptionFilter | None, batch: int) -> None:
@@ -103,7 +98,8 @@ class SessionProducer:
     async def _send_snapshot(self, snapshot: SnapshotCopy) -> None:
         encoder, rows, step, put = self._encoder, snapshot.rows, self._batch, self._put
         if self._filter is not None:  # each row read back into values: a worker thread's job on a large table
-            rows = await asyncio.to_thread(_matching, rows, self._filter, self._replica.state.decode)
+            wanted, decode = self._filter.matches, self._replica.state.decode
+            rows = await asyncio.to_thread(list, (row for row in rows if wanted(decode(row))))
         await put(Outgoing(encoder.snapshot_begin(snapshot_id=snapshot.snapshot_id, sequence=snapshot.sequence,
                                                   row_count=len(rows), position=snapshot.position)))
         for start in range(0, len(rows), step):
@@ -269,8 +265,3 @@ class SessionProducer:
         if not changes or changes[-1].index <= self._schema_index:
             return None
         return next(c for c in changes if c.index > self._schema_index)
-
-
-def _matching(rows: list[StoredRow], subscription: SubscriptionFilter,
-              decode: Callable[[StoredRow], Mapping[str, Any]]) -> list[StoredRow]:
-    return [row for row in rows if subscription.matches(decode(row))]

@@ -1,8 +1,8 @@
 """Fan-out snapshots of one target: taken every interval, kept by retention, listed, fetched and restored.
 
-A snapshot captures rows, columns, source position, stream sequence and journal sequence in one step
-(no await in between; rows are immutable, so serializing them later in a thread is safe). Parts are
-written one by one, the manifest last. Never taken during a baseline (its rows would be incomplete).
+A snapshot captures rows, columns, source position, stream sequence and journal sequence in one step (no await in
+between; rows are immutable, so serializing them later in a thread is safe). Parts are written one by one, the
+manifest last. Never taken during a baseline (its rows would be incomplete).
 """
 
 from __future__ import annotations
@@ -11,23 +11,14 @@ import asyncio
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from laredo_kernel.changes import TableId
 from laredo_kernel.position import PositionError
 from laredo_core.rebuild.snapshot_rows import read_verified_rows
-from laredo_core.snapshots.format import (
-    FORMAT,
-    Checksum,
-    SnapshotManifest,
-    SnapshotPart,
-    decode_part,
-    encode_part,
-    expired,
-    new_snapshot_id,
-    verify_part,
-)
+from laredo_core.snapshots.config import StoreConfig
+from laredo_core.snapshots.format import (FORMAT, Checksum, SnapshotManifest, SnapshotPart, decode_part, encode_part,
+                                          expired, new_snapshot_id, verify_part)
 
 from laredo_fanout.application.table_replica import TableReplica
 from laredo_fanout.domain.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
@@ -40,26 +31,23 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class SnapshotPolicy:
     interval: float = 300.0  # seconds between snapshots; 0 = none taken periodically
+    store: StoreConfig = field(default_factory=StoreConfig)  # main.py opens it
     keep_count: int = 5  # 0 = no count limit
     max_age: float = 0.0  # seconds; 0 = no age limit
     part_rows: int = 100_000
     restore_on_start: bool = True
-    format: str = FORMAT  # of the snapshots taken here (each manifest names its own: any is read)
+    format: str = FORMAT  # `serializer` of the snapshots taken here (each manifest names its own: any is read)
 
 
 class TableSnapshots:
     def __init__(self, replica: TableReplica, store: SnapshotStore, policy: SnapshotPolicy, *, encoder: SyncEncoder,
                  clock: Clock) -> None:
-        self.replica = replica
+        self.replica, self.table = replica, replica.table
         self.store = store
         self.policy = policy
         self._encoder = encoder
         self._clock = clock
         self._taking = asyncio.Lock()  # the timer, an OAM command and the stop may ask at once: one at a time
-
-    @property
-    def table(self) -> TableId:
-        return self.replica.table
 
     async def run(self) -> None:
         """Take a snapshot every interval; store failures are logged and retried at the next one."""
@@ -74,11 +62,9 @@ class TableSnapshots:
 
     async def take(self, *, user_meta: Mapping[str, Any] | None = None, force: bool = False
                    ) -> SnapshotManifest | None:
-        """Snapshot the current state; None when it cannot be taken now (unavailable_reason says why) or,
-        unless `force` (an operator's request), when nothing changed since the latest snapshot.
-
-        user_meta: a JSON object stored in the manifest (OAM CreateSnapshot's user_meta).
-        """
+        """Snapshot the current state, `user_meta` (OAM CreateSnapshot's JSON object) in its manifest; None when
+        it cannot be taken now (unavailable_reason says why) or, unless `force` (an operator's request), when
+        nothing changed since the latest snapshot."""
         async with self._taking:
             return await self._take(dict(user_meta or {}), force)
 
@@ -175,7 +161,10 @@ class TableSnapshots:
             return None
         for manifest in manifests:
             try:
-                rows = await self._verified_rows(manifest)
+                if manifest.table != self.table:
+                    raise SnapshotCorrupt(f"snapshot {manifest.snapshot_id} of {self.table}: its manifest names "
+                                          f"table {manifest.table}")
+                rows = await read_verified_rows(self.store, manifest)
                 await asyncio.to_thread(self.replica.state.restore_rows, manifest.key_columns, rows)
                 self.replica.restored(manifest)
             except (SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable, PositionError) as exc:
@@ -186,12 +175,6 @@ class TableSnapshots:
                      manifest.stream_sequence)
             return manifest
         return None
-
-    async def _verified_rows(self, manifest: SnapshotManifest) -> list[dict[str, Any]]:
-        if manifest.table != self.table:
-            raise SnapshotCorrupt(f"snapshot {manifest.snapshot_id} of {self.table}: its manifest names table "
-                                  f"{manifest.table}")
-        return await read_verified_rows(self.store, manifest)
 
 
 def _encoded_part(index: int, rows: list[StoredRow], decode: Callable[[StoredRow], dict[str, Any]],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +16,9 @@ from laredo_fanout.application.client_registry import ClientRegistry
 from laredo_fanout.domain.client_buffer import BufferLimits
 from laredo_fanout.domain.journal import EntryRows, Journal, JournalEntry, position_reached
 from laredo_core.snapshots.format import SnapshotManifest
-from laredo_fanout.domain.table_state import TableState
+from laredo_fanout.domain.table_state import RowEffect, TableState
 from laredo_fanout.ports import SyncEncoder
 
-log = logging.getLogger(__name__)
 _SCHEMA_CHANGES_KEPT = 64
 #: Entries whose rows were read lately: the filtered clients of a table read each new entry in turn.
 _ENTRIES_READ = 1024
@@ -33,9 +31,9 @@ BACKLOG_CHECK_INTERVAL = 0.1
 @dataclass(frozen=True, slots=True)
 class ReplicaLimits:
     journal_max_entries: int
-    journal_max_age: float
+    journal_max_age: float  # seconds; 0 = no age limit
     heartbeat_interval: float
-    max_clients: int
+    max_clients: int  # 0 = unlimited
     buffer: BufferLimits = field(default_factory=BufferLimits)
     resume_wait: float = 10.0  # seconds a client resuming at a position not applied here yet waits for it
 
@@ -60,13 +58,11 @@ class DrainNotice:
 class TableReplica:
     """Ready once the table's baseline is complete and the feed has caught up with the stream.
 
-    Sessions wait on `appended()` instead of polling: the replicator calls notify_appended()
-    after every message that added journal entries (or a schema change), which wakes every waiting
-    session at once; a drain wakes them the same way. A session whose client is still taking earlier
-    messages waits on `grew()` instead, which appends resolve at most every BACKLOG_CHECK_INTERVAL: it only
-    checks its client's lag then, and a hundred such sessions woken for every entry would take the CPU the
-    clients' messages need.
-    """
+    Sessions wait on `appended()` instead of polling: the replicator calls notify_appended() after every message that
+    added journal entries (or a schema change), which wakes every waiting session at once; a drain wakes them the same
+    way. A session whose client is still taking earlier messages waits on `grew()` instead, which appends resolve at
+    most every BACKLOG_CHECK_INTERVAL: it only checks its client's lag then, and a hundred such sessions woken for
+    every entry would take the CPU the clients' messages need."""
 
     def __init__(self, source_id: str, table: TableId, limits: ReplicaLimits, encoder: SyncEncoder) -> None:
         self.source_id = source_id
@@ -145,10 +141,8 @@ class TableReplica:
         self._update_ready()
 
     def appended(self) -> asyncio.Future[None]:
-        """Resolved by the next notify_appended(); take it before checking the journal.
-
-        Shared by every session: wait for it with asyncio.wait() (which never cancels it), not `await`.
-        """
+        """Resolved by the next notify_appended(); take it before checking the journal. Shared by every session:
+        wait for it with asyncio.wait() (which never cancels it), not `await`."""
         if self._appended is None:
             self._appended = asyncio.get_running_loop().create_future()
         return self._appended
@@ -217,10 +211,8 @@ class TableReplica:
         del self.schema_changes[:-_SCHEMA_CHANGES_KEPT]
 
     def start_drain(self, notice: DrainNotice, seconds_left: float | None) -> bool:
-        """Tell sessions to send GoAway; end drained streams after `seconds_left` (None: never).
-
-        Idempotent: a second drain keeps the first notice. Returns whether this call started it.
-        """
+        """Tell sessions to send GoAway; end drained streams after `seconds_left` (None: never). Idempotent: a
+        second drain keeps the first notice. Returns whether this call started it."""
         if self.drain is not None:
             return False
         self.drain = notice
@@ -247,3 +239,15 @@ class TableReplica:
     def _update_ready(self) -> None:
         if self.baseline_complete and self.caught_up:
             self._ready.set()
+
+
+def journal_effect(replica: TableReplica, effect: RowEffect, position: Position, encoder: SyncEncoder, now: float,
+                   xid: int = 0, commit_time_unix_us: int = 0, trace: object | None = None) -> None:
+    """Append `effect` to the replica's journal with the next sequence at `position` (a stream change's, or
+    next_repair_position() for a change of this instance's own); a commit time of 0 is `now`."""
+    journal = replica.journal
+    sequence = journal.next_sequence
+    encoded = encoder.journal_entry(sequence=sequence, position=str(position),
+                                    commit_time_unix_us=commit_time_unix_us or int(now * 1_000_000), xid=xid,
+                                    action=effect.action, old=effect.old, new=effect.new)
+    journal.append(JournalEntry(sequence, position, encoded, now, trace), now)

@@ -15,12 +15,7 @@ from laredo_fanout.application.client_registry import ConnectedClient
 from laredo_fanout.application.session import SyncRequestInfo, SyncSession
 from laredo_fanout.application.snapshots import TableSnapshots
 from laredo_fanout.application.table_replica import DrainNotice, TableReplica
-from laredo_fanout.domain.errors import (
-    InvalidSyncRequest,
-    SnapshotNotFound,
-    SnapshotsNotConfigured,
-    TargetNotFound,
-)
+from laredo_fanout.domain.errors import InvalidSyncRequest, SnapshotNotFound, SnapshotsNotConfigured, TargetNotFound
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_fanout.domain.subscription_filter import SubscriptionFilter
 from laredo_fanout.ports import Clock, Observer, SyncEncoder
@@ -32,22 +27,12 @@ _NUMERIC_TYPES = frozenset({20, 21, 23, 26, 700, 701, 1700})
 
 
 @dataclass(frozen=True, slots=True)
-class ClientStatus:
-    client_id: str
-    current_sequence: int
-    behind_count: int
-    buffer_depth: int
-    connected_at: float
-    state: str
-
-
-@dataclass(frozen=True, slots=True)
 class ReplicationStatus:
     current_sequence: int
     journal_oldest_sequence: int
     journal_entry_count: int
     row_count: int
-    clients: tuple[ClientStatus, ...]
+    clients: tuple[ConnectedClient, ...]  # each behind by client.lag(current_sequence)
     latest_snapshot: SnapshotManifest | None = None
     latest_snapshot_sequence: int = 0  # this instance's sequence for it (FanoutTargets.advertised_sequence)
 
@@ -102,21 +87,18 @@ class FanoutTargets:
     def status(self, schema: str, table: str) -> ReplicationStatus:
         replica = self.find(schema, table)
         journal = replica.journal
-        current = journal.current_sequence
-        clients = tuple(_client_status(c, current) for c in replica.clients.clients())
         latest = replica.latest_snapshot
-        return ReplicationStatus(current, journal.oldest_sequence, len(journal), len(replica.state), clients,
-                                 latest, self.advertised_sequence(latest) if latest is not None else 0)
+        return ReplicationStatus(journal.current_sequence, journal.oldest_sequence, len(journal), len(replica.state),
+                                 tuple(replica.clients.clients()), latest,
+                                 self.advertised_sequence(latest) if latest is not None else 0)
 
-    def _snapshots_of(self, replica: TableReplica) -> TableSnapshots:
+    async def list_snapshots(self, schema: str, table: str, limit: int = 0) -> list[SnapshotManifest]:
+        replica = self.find(schema, table)
         snapshots = self.snapshots.get(replica.table)
         if snapshots is None:
             raise SnapshotsNotConfigured(f"{replica.table} has no snapshot store on this instance; set "
                                          "snapshot { store = local } on its replication-fanout target")
-        return snapshots
-
-    async def list_snapshots(self, schema: str, table: str, limit: int = 0) -> list[SnapshotManifest]:
-        return await self._snapshots_of(self.find(schema, table)).list(limit)
+        return await snapshots.list(limit)
 
     def advertised_sequence(self, manifest: SnapshotManifest) -> int:
         """The sequence this instance gives a stored snapshot (ListSnapshots, FetchSnapshot): its journal's
@@ -124,14 +106,11 @@ class FanoutTargets:
         when the journal does not cover that position (the client then needs a full sync). Never the manifest's
         journal_sequence: that is its writer's numbering (another instance's, or 0 from the snapshot service)."""
         replica = self._replicas.get(manifest.table)
-        if replica is None:
-            return 0
         try:
             position = Position.parse(manifest.source_position)
         except PositionError:
             return 0
-        sequence = replica.journal.resume_after_position(position)
-        return sequence if sequence is not None else 0
+        return (replica.journal.resume_after_position(position) or 0) if replica is not None else 0
 
     async def find_snapshot(self, snapshot_id: str) -> tuple[TableSnapshots, SnapshotManifest]:
         """The snapshot with this id in any target's store; SnapshotNotFound otherwise."""
@@ -156,10 +135,8 @@ class FanoutTargets:
                                 position=manifest.source_position)
 
     def drain(self, schema: str, table: str, reason: str, deadline_unix: float) -> list[TableId]:
-        """GoAway to the clients of one target (or every target when schema and table are empty).
-
-        deadline_unix 0: drained streams last until their clients leave. Returns the drained tables.
-        """
+        """GoAway to the clients of one target (or every target when schema and table are empty); drained streams
+        end at deadline_unix (0: when their clients leave). Returns the drained tables."""
         replicas = self.replicas if not schema and not table else [self.find(schema, table)]
         now = self._clock.now()
         notice = DrainNotice(reason, int(deadline_unix * 1000) if deadline_unix else 0)
@@ -198,8 +175,3 @@ class FanoutTargets:
 def _numeric(column: ColumnInfo) -> bool:
     return column.type_oid in _NUMERIC_TYPES or column.base_type_oid in _NUMERIC_TYPES and \
         not column.type_name.startswith("_")
-
-
-def _client_status(client: ConnectedClient, current: int) -> ClientStatus:
-    return ClientStatus(client.client_id, client.sequence, client.lag(current), client.buffer_depth,
-                        client.connected_at, client.state.value)

@@ -34,7 +34,6 @@ class TargetNotFound(FanoutError):
 
     def __init__(self, schema: str, table: str) -> None:
         super().__init__(f"no fan-out target for {schema}.{table}")
-        self.schema, self.table = schema, table
 
 
 class TooManyClients(FanoutError):
@@ -55,7 +54,6 @@ class ClientFellBehind(FanoutError):
             f"client {client_id} fell behind: it needs journal entries after sequence {cursor} but the "
             f"oldest retained entry is {oldest}; reconnect to resync (a new Sync call sends a fresh snapshot)"
         )
-        self.client_id, self.cursor, self.oldest = client_id, cursor, oldest
 
 
 class NotAvailableYet(FanoutError):
@@ -73,7 +71,7 @@ class EntriesPruned(FanoutError):
 
     def __init__(self, after_sequence: int, oldest: int) -> None:
         super().__init__(f"journal entries after sequence {after_sequence} were pruned (oldest retained: {oldest})")
-        self.after_sequence, self.oldest = after_sequence, oldest
+        self.oldest = oldest
 
 
 class ClientTooSlow(FanoutError):
@@ -90,7 +88,6 @@ class ClientTooSlow(FanoutError):
             f"client {client_id} is too slow: its send buffer of {max_size} entries is full{during} "
             f"(client_buffer.policy = drop_disconnect); reconnect to {then}"
         )
-        self.client_id, self.max_size, self.sequence, self.phase = client_id, max_size, sequence, phase
 
 
 class InstanceBehind(FanoutError):
@@ -104,7 +101,6 @@ class InstanceBehind(FanoutError):
             f"this instance has applied {table} up to {applied or 'nothing'}, behind the client's position "
             f"{position}, and did not reach it within {waited:g}s; connect to another instance or retry later"
         )
-        self.position, self.applied = position, applied
 
 
 class TargetDrained(FanoutError):

@@ -26,11 +26,9 @@ _COMPACT_AFTER = 4096
 
 
 class JournalEntry:
-    """One effective change. `encoded` is its wire form as one message, built once for every client; what else
-    it says (its action, the rows before and after) is read back from it when needed (EntryRows,
+    """One effective change, never modified. `encoded` is its wire form as one message, built once for every
+    client; what else it says (its action, the rows before and after) is read back from it when needed (EntryRows,
     ports.SyncEncoder.entry_rows): an entry keeps no more than its message, its position and its sequence.
-    Never modified.
-
     `trace` is an opaque reference to the trace of the batch that produced it (see ports.Observer).
     """
 
@@ -40,11 +38,6 @@ class JournalEntry:
                  trace: object | None = None) -> None:
         self.sequence, self.position, self.encoded = sequence, position, encoded
         self.appended_at, self.trace = appended_at, trace
-
-    @property
-    def source_position(self) -> str:
-        """The position clients see (a repair's too: after the change it follows, see Position.repair)."""
-        return str(self.position)
 
     def __repr__(self) -> str:
         return f"JournalEntry({self.sequence}, at {self.position}, {len(self.encoded)} bytes)"
@@ -158,11 +151,9 @@ class Journal:
             del self._pins[token]
 
     def resume_after_position(self, position: Position) -> int | None:
-        """The sequence to resume after for a client that applied everything up to `position`.
-
-        None when entries after `position` may have been pruned (or never held): the client
-        needs a snapshot. A client ahead of the journal resumes at the current sequence.
-        """
+        """The sequence to resume after for a client that applied everything up to `position`; None when entries
+        after it may have been pruned (or never held): the client needs a snapshot. A client ahead of the journal
+        resumes at the current sequence."""
         retained = self._head < len(self._entries)
         covered = (self._pruned_through is not None and position >= self._pruned_through) or (
             retained and self._entries[self._head].position <= position
@@ -174,11 +165,9 @@ class Journal:
 
 
 def position_reached(applied: Position | None, wanted: Position) -> bool:
-    """Whether a replica that applied everything up to `applied` holds every change up to `wanted`.
-
-    A bare LSN (everything at that LSN) counts as reached once a change at that LSN is applied: a transaction
-    arrives whole, except a chunked one mid-way, whose later changes a client holding it then gets again.
-    """
+    """Whether a replica that applied everything up to `applied` holds every change up to `wanted`. A bare LSN
+    (everything at that LSN) counts as reached once a change at that LSN is applied: a transaction arrives whole,
+    except a chunked one mid-way, whose later changes a client holding it then gets again."""
     if applied is None:
         return False
     if wanted.ordinal == END_OF_LSN and not wanted.repair:

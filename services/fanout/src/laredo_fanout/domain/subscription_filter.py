@@ -1,12 +1,11 @@
 """Subscription filters: a client receives only the rows whose fields match every predicate (AND).
 
-Rules: `equals` compares one value, `prefix` matches string values that start with it, `in` matches
-any of a list. Numbers compare by value whatever their form (int, double, or the decimal string a
-numeric column's value travels as); booleans never equal numbers; a missing or NULL field never
-matches. INSERT is tested on the new row, DELETE on the old one (the full stored row, not just the
-key the source sent), TRUNCATE always passes. An UPDATE that takes a row out of the filter reaches
-the client as a DELETE of the old row, one that brings a row in as an INSERT of the new one, so a
-filtered replica never keeps a row that left its partition.
+Rules: `equals` compares one value, `prefix` matches string values that start with it, `in` matches any of a list.
+Numbers compare by value whatever their form (int, double, or the decimal string a numeric column's value travels as);
+booleans never equal numbers; a missing or NULL field never matches. INSERT is tested on the new row, DELETE on the
+old one (the full stored row, not just the key the source sent), TRUNCATE always passes. An UPDATE that takes a row
+out of the filter reaches the client as a DELETE of the old row, one that brings a row in as an INSERT of the new one,
+so a filtered replica never keeps a row that left its partition.
 """
 
 from __future__ import annotations
@@ -70,10 +69,6 @@ class SubscriptionFilter:
     def __init__(self, predicates: Sequence[FieldPredicate], numeric_columns: Iterable[str] = ()) -> None:
         self._numeric = frozenset(numeric_columns)
         self._tests = tuple(self._compile(p) for p in predicates)
-        self.predicates = tuple(predicates)
-
-    def __bool__(self) -> bool:
-        return bool(self._tests)
 
     def _compile(self, predicate: FieldPredicate) -> tuple[str, MatchKind, Any]:
         if not predicate.field:

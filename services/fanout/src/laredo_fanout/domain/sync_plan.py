@@ -14,12 +14,10 @@ class SyncMode(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class JournalIdentity:
-    """Who numbers a journal's sequences: the fan-out instance and the epoch of its journal.
-
-    A journal sequence means something only to the journal that issued it: another instance numbers its own,
-    and the same instance starts again whenever its journal does (a process restart, a journal reset), which
-    gives that journal a new epoch. Two sequences are comparable only under equal identities.
-    """
+    """Who numbers a journal's sequences: the fan-out instance and the epoch of its journal. A sequence means
+    something only to the journal that issued it: another instance numbers its own, and the same instance starts
+    again whenever its journal does (a process restart, a journal reset), which gives that journal a new epoch.
+    Two sequences are comparable only under equal identities."""
 
     instance_id: str
     epoch: str
@@ -33,13 +31,11 @@ class JournalIdentity:
 
 @dataclass(frozen=True, slots=True)
 class RetainedSnapshot:
-    """A stored snapshot the client says it loaded, as this instance's journal sees it.
-
-    sequence: the journal sequence it resumes after, resolved from the snapshot's source position (None: the
-    journal does not cover that position). journal_sequence: what its manifest records, the writer's journal
-    sequence (another fan-out instance's, or 0 from the snapshot service): never resumed from, since journal
-    sequences belong to one instance while positions are the same everywhere.
-    """
+    """A stored snapshot the client says it loaded, as this instance's journal sees it. sequence: the journal
+    sequence it resumes after, resolved from the snapshot's source position (None: the journal does not cover
+    that position). journal_sequence: what its manifest records, the writer's journal sequence (another fan-out
+    instance's, or 0 from the snapshot service): never resumed from, since journal sequences belong to one
+    instance while positions are the same everywhere."""
 
     snapshot_id: str
     sequence: int | None
@@ -48,12 +44,9 @@ class RetainedSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class SyncPlan:
-    """The chosen mode and the sequence after which journal entries are sent.
-
-    For FULL_SNAPSHOT, resume_from_sequence is the journal's current sequence: the snapshot
-    is taken at that sequence, at the same instant. `identity`: the journal the sequences belong to, named in
-    the handshake for clients that asked (None: the client did not ask).
-    """
+    """The chosen mode and the sequence after which journal entries are sent (for FULL_SNAPSHOT the journal's
+    current sequence, at which the snapshot is taken in the same instant). `identity`: the journal the sequences
+    belong to, named in the handshake for clients that asked (None: the client did not ask)."""
 
     mode: SyncMode
     resume_from_sequence: int

@@ -1,9 +1,7 @@
-"""Fan-out's rows of one table: the shared table core with rows held as their wire form
-(laredo_kernel.encoded_rows), keyed by the primary-key columns' values (the value itself for a one-column key,
-a tuple otherwise). The wire form is the SyncResponse's SnapshotRow bytes (ports.SyncEncoder.encode_row), so a
-snapshot or a journal entry splices a row's bytes without encoding them again.
-
-A dead-letter replay decides by the rows' positions (laredo_core.deadletters.supersede), as query does.
+"""Fan-out's rows of one table: the shared table core (laredo_kernel.encoded_rows) keyed by the primary-key
+columns' values (the value itself for a one-column key), each row held as its SyncResponse SnapshotRow bytes
+(ports.SyncEncoder.encode_row), which snapshots and journal entries splice without encoding them again. A
+dead-letter replay decides by the rows' positions (laredo_core.deadletters.supersede), as query does.
 """
 
 from __future__ import annotations

@@ -15,6 +15,3 @@ class ManualClock:
 
     def now(self) -> float:
         return self.time
-
-    def advance(self, seconds: float) -> None:
-        self.time += seconds

@@ -1,13 +1,10 @@
 """Apply stream messages to each table's rows and indexes: the ChangeSink of the query service.
 
-The rules of applying a table's messages are laredo_kernel.table_replay's, as for fan-out and the snapshot
-fold: a replayed change is skipped, and here said loudly (PositionRegressions): positions only grow along a
-stream; a replayed message's (older) columns are not adopted. A new epoch (the source's WAL started again lower)
-sorts after everything before it, so its baseline is applied. Subscribers get one event per effective change.
-
-Bad input never stops the stream: a change the table rejects (no key, a unique index it would break), a message
-that carries another table or does not decode becomes a dead letter of the target's pipeline (with the reason),
-is counted on the table, and applying goes on with the next change; its position still counts as applied.
+The rules are laredo_kernel.table_replay's, as for fan-out and the snapshot fold (a replayed change is skipped
+and reported as a position regression; a replayed message's older columns are not adopted). Subscribers get
+one event per effective change. Bad input never stops the stream: a change the table rejects (no key, a unique
+index it would break), or a message that carries another table or does not decode, becomes a dead letter of the
+target's pipeline, is counted on the table, and applying goes on; its position still counts as applied.
 """
 
 from __future__ import annotations
@@ -62,10 +59,7 @@ class ChangeApplier:
                 f"the message on the subject of {message.table} carries table {batch.table}; check the ingest "
                 "subject naming (stream.subject_prefix) of every service"))
             return
-        events = _Events(target, batch, self._clock)
-        self._apply(target, message, events)
-        if events.pending:
-            target.subscribers.publish(events.pending)
+        self._apply(target, message)
 
     def on_undecodable(self, message: UndecodableMessage) -> None:
         target = self._tables.get(message.table)
@@ -76,8 +70,10 @@ class ChangeApplier:
         target.dead_letters += 1
         self.dead_letters.undecodable(message)
 
-    def _apply(self, target: QueryTable, message: FeedMessage, events: _Events) -> None:
-        batch = message.batch
+    def _apply(self, target: QueryTable, message: FeedMessage) -> None:
+        batch, clock = message.batch, self._clock
+        events: list[ChangeEvent] = []  # nothing is built while the table has no subscribers
+        subscribed = len(target.subscribers) > 0
         if columns_to_adopt(target, target.indexed.columns, batch) is not None:
             _adopt_columns(target, batch)
         kind = batch.kind
@@ -95,11 +91,16 @@ class ChangeApplier:
 
         def effect(row_effect: RowEffect, position: Position) -> None:
             nonlocal removed
-            events.add(row_effect, position)
+            if subscribed:
+                events.append(ChangeEvent(row_effect.action, position, batch.xid,
+                                          batch.commit_time_unix_us or int(clock.now() * 1_000_000),
+                                          row_effect.old, row_effect.new))
             if ending:
                 removed += 1
-                if target.watch:
-                    watch_effect(target, row_effect, batch.position(-1))
+                if target.watch:  # the rows a baseline's end removed, without a change of their own
+                    for row in (row_effect.old, row_effect.new, row_effect.displaced):
+                        if row is not None:
+                            target.watch.touched(row.key, batch.position(-1))
 
         def applied(change: RowChange) -> None:
             if target.watch:
@@ -122,23 +123,8 @@ class ChangeApplier:
             log.info("%s: baseline %s complete (%d rows, %d removed as absent from it)", target.table,
                      batch.baseline_id, len(target.indexed), removed)
             target.mark_baseline_complete()
-
-
-class _Events:
-    """Subscriber events of one batch; nothing is built while the table has no subscribers."""
-
-    def __init__(self, target: QueryTable, batch: ChangeBatchInfo, clock: Clock) -> None:
-        self._batch = batch
-        self._clock = clock
-        self._wanted = len(target.subscribers) > 0
-        self.pending: list[ChangeEvent] = []
-
-    def add(self, effect: RowEffect, position: Position) -> None:
-        if self._wanted:
-            batch = self._batch
-            commit_time = batch.commit_time_unix_us or int(self._clock.now() * 1_000_000)
-            self.pending.append(ChangeEvent(effect.action, position, batch.xid, commit_time, effect.old,
-                                            effect.new))
+        if events:
+            target.subscribers.publish(events)
 
 
 def watch_change(target: QueryTable, change: RowChange) -> None:
@@ -146,13 +132,6 @@ def watch_change(target: QueryTable, change: RowChange) -> None:
     store = target.indexed.store
     target.watch.saw(change, lambda values: store.key_of(values) if store.spec.has_all(values)
                      else store.find_key(values), (ChangeRejected,))
-
-
-def watch_effect(target: QueryTable, effect: RowEffect, position: Position) -> None:
-    """Tell the table's watch which rows an effect without a change of its own (a baseline's end) touched."""
-    for row in (effect.old, effect.new, effect.displaced):
-        if row is not None:
-            target.watch.touched(row.key, position)
 
 
 def _adopt_columns(target: QueryTable, batch: ChangeBatchInfo) -> None:

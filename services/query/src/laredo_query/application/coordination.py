@@ -1,16 +1,11 @@
 """This instance in the coordination store: a status heartbeat, and the commands addressed to query instances.
 
 The status (service `query`) is {"ready", "address" (host:port of its gRPC port), "tables": {"schema.table":
-{ready, baseline_complete, caught_up, rows, position, columns, indexes, subscribers, ...}}}; OAM derives the
-indexed-memory pipelines' states from it, answers GetTableSchema with `columns` and routes Query calls made to
-its own address to the ready instances' `address`. It is stored every `heartbeat_interval` and at once whenever
-a table's readiness changes (InstanceHeartbeat.poke), so a status watcher sees BASELINING -> STREAMING when it
-happens.
-
-Commands arrive for 'query:*' (every instance, each reading with its own group) and for 'query:<instance_id>';
-laredo_core.coordination.instance serves them and answers restores and replays with the instance's rebuilds;
-the rest are answered here (kinds the query service does not carry out are REJECTED) and the result is stored
-for the sender. Coordination never stops the data path: an unreachable store only delays heartbeats and commands.
+{ready, baseline_complete, caught_up, rows, position, columns, indexes, subscribers, ...}}}: OAM derives the
+indexed-memory pipelines' states from it, answers GetTableSchema with `columns` and routes Query calls to the
+ready instances' `address`. It is stored every `heartbeat_interval` and at once when a table's readiness changes.
+laredo_core.coordination.instance serves the commands for 'query:*' and 'query:<instance_id>', runs restores and
+replays, and hands the rest here. An unreachable store only delays heartbeats and commands, never the data path.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from laredo_core.coordination.instance import CommandAnswer, InstanceCoordinator
-from laredo_core.coordination.ports import Command, CommandKind, CommandResult, CommandStatus, CoordinationStore
+from laredo_core.coordination.ports import Command, CommandKind, CommandStatus, CoordinationStore
 from laredo_core.coordination.status_reports import column_report
 from laredo_core.rebuild.instance import InstanceRebuilds
 
@@ -41,23 +36,15 @@ class QueryCoordinator:
         self._signal = signal
         self.instance = InstanceCoordinator(store, SERVICE, instance_id, self._own_status, self._carry_out,
                                             heartbeat_interval=heartbeat_interval, rebuilds=rebuilds)
-        self.joined = self.instance.joined  # set once commands are read
         self.address = ""  # host:port of this instance's gRPC port, once it serves; OAM routes Query calls there
 
     async def run(self) -> None:
         await self.instance.run(self._report_readiness_changes)
 
-    async def execute(self, command: Command) -> CommandResult:
-        """Answer one command; idempotent by command id."""
-        return await self.instance.execute(command)
-
     def _own_status(self) -> Mapping[str, Any]:
         ready, details = self._service.readiness()
-        tables = details.get("tables", {})
         for table in self._service.tables:
-            entry = tables.get(table.name)
-            if isinstance(entry, dict):
-                entry["columns"] = column_report(table.indexed.columns)
+            details["tables"][table.name]["columns"] = column_report(table.indexed.columns)
         status: dict[str, Any] = {"ready": ready, **details}
         if self.address:
             status["address"] = self.address
@@ -73,6 +60,5 @@ class QueryCoordinator:
 
     async def _report_readiness_changes(self) -> None:
         while True:
-            changed = self._signal.changed()
-            await changed.wait()
+            await self._signal.changed().wait()
             self.instance.heartbeat.poke()

@@ -1,12 +1,8 @@
 """ReplayDeadLetters on this instance: re-apply letters OAM sends to the indexed table of their pipeline, in order.
 
-Rules (a replay never rolls a row back; fan-out decides by the same rule, laredo_core.deadletters.supersede):
-- a change whose row changed after it (the table's KeyWatch saw a later change of that key, even a delete), or
-  whose stored row holds a later position, is SUPERSEDED: nothing is applied;
-- a TRUNCATE is SUPERSEDED as soon as the table applied a stream change after it;
-- otherwise it is applied as it would have been (unique indexes checked again) and subscribers get its event:
-  APPLIED; one that is rejected again is FAILED with the new reason.
-The letters stay in the store: OAM removes them.
+A letter is SUPERSEDED when a later change overtook its row or its table (laredo_core.deadletters.supersede, the rule
+fan-out follows too: a replay never rolls a row back), APPLIED otherwise (unique indexes checked again, subscribers
+get its event), FAILED with the new reason when it is rejected again. The letters stay in the store: OAM removes them.
 """
 
 from __future__ import annotations
@@ -60,8 +56,9 @@ class QueryDeadLetterReplay:
                 watch_change(target, change)
             if effect is not None:
                 applied += 1
-                events.append(ChangeEvent(effect.action, change.position, batch.xid, _commit_time(batch, self._clock),
-                                          effect.old, effect.new))
+                commit_time = batch.commit_time_unix_us or int(self._clock.now() * 1_000_000)
+                events.append(ChangeEvent(effect.action, change.position, batch.xid, commit_time, effect.old,
+                                          effect.new))
         return applied
 
 
@@ -75,7 +72,3 @@ class _Rows:
     def written_at(self, key: Hashable) -> Any:
         row = self._get(key)  # type: ignore[arg-type]
         return ABSENT if row is None else row.position
-
-
-def _commit_time(batch: ChangeBatchInfo, clock: Clock) -> int:
-    return batch.commit_time_unix_us or int(clock.now() * 1_000_000)

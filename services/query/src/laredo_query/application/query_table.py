@@ -30,17 +30,14 @@ class ReadinessSignal:
 
 
 class QueryTable:
-    """Loaded once a baseline is complete and the feed has caught up with the stream as it was at start.
-
-    From the first time it is loaded, the table answers queries (`serving`). It is ready while it is
-    loaded, its indexes fit its columns and the source has not reported a loss of continuity that no
-    baseline has repaired since.
-    """
+    """Loaded once a baseline is complete and the feed has caught up with the stream as it was at start; from then
+    on it answers queries (`serving`). It is ready while it is loaded, its indexes fit its columns and the source
+    has not reported a loss of continuity that no baseline has repaired since."""
 
     def __init__(self, source_id: str, table: TableId, indexed: IndexedTable, subscribers: SubscriberHub,
                  signal: ReadinessSignal) -> None:
         self.source_id = source_id
-        self.table = table
+        self.table, self.name = table, str(table)
         self.indexed = indexed
         self.subscribers = subscribers
         self.applied_position: Position | None = None
@@ -57,10 +54,6 @@ class QueryTable:
         self.reads = 0  # Lookup, LookupAll, GetRow, ListRows and CountRows served
         self._signal = signal
         self._was_ready = False
-
-    @property
-    def name(self) -> str:
-        return str(self.table)
 
     @property
     def loaded(self) -> bool:
@@ -94,21 +87,11 @@ class QueryTable:
 
     def status(self) -> dict[str, Any]:
         """Readiness details for /health/ready and logs."""
-        status: dict[str, Any] = {
-            "ready": self.ready, "baseline_complete": self.baseline_complete, "caught_up": self.caught_up,
-            "rows": len(self.indexed), "position": str(self.applied_position or ""),
-            "indexes": self.indexed.index_stats(), "applied": self.applied.report(),
-            "subscribers": len(self.subscribers),
-            "subscriber_events_dropped": self.subscribers.dropped,
-        }
-        if self.indexed.problems:
-            status["problems"] = self.indexed.problems
-        if self.stale_reason:
-            status["stale"] = self.stale_reason
-        if self.skipped_changes:
-            status["skipped_changes"] = self.skipped_changes
-        if self.dead_letters:
-            status["dead_letters"] = self.dead_letters
-        if self.position_regressions:
-            status["position_regressions"] = self.position_regressions
-        return status
+        when_set = {"problems": self.indexed.problems, "stale": self.stale_reason,
+                    "skipped_changes": self.skipped_changes, "dead_letters": self.dead_letters,
+                    "position_regressions": self.position_regressions}
+        return {"ready": self.ready, "baseline_complete": self.baseline_complete, "caught_up": self.caught_up,
+                "rows": len(self.indexed), "position": str(self.applied_position or ""),
+                "indexes": self.indexed.index_stats(), "applied": self.applied.report(),
+                "subscribers": len(self.subscribers), "subscriber_events_dropped": self.subscribers.dropped,
+                **{key: value for key, value in when_set.items() if value}}

@@ -1,11 +1,9 @@
 """Query tables as rebuild targets (OAM RestoreSnapshot / StartReplay): a private copy, then a re-baseline.
 
 The copy is a QueryTable of its own (no indexes, no subscribers) fed by a ChangeApplier of its own, so it
-applies the stream tail exactly as the live table does; the snapshot's JSON values are the rows' values as the
-stream gives them. The install is a baseline generation on the
-live table: every row of the copy is applied as a baseline row (an equal row changes nothing), then the rows
-the copy lacks are deleted; indexes follow each change and subscribers receive every difference as an event
-at the position of the last change the live table applied.
+applies the stream tail as the live table does. The install is a baseline generation on the live table (every
+row of the copy applied as a baseline row, then the rows it lacks deleted); indexes follow each change and
+subscribers receive every difference as an event at the position of the last change the live table applied.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from laredo_kernel.changes import Action, ColumnInfo, RowChange, TableId
+from laredo_kernel.changes import Action, ColumnInfo, RowChange
 from laredo_kernel.position import Position
 from laredo_core.rebuild.gate import GatedSink
 from laredo_core.snapshots.errors import SnapshotCorrupt
@@ -37,24 +35,15 @@ class QueryRebuildTarget:
     """One query table as laredo_core.rebuild.runner.RebuildTarget; the feed's GatedSink knows its progress."""
 
     def __init__(self, live: QueryTable, gate: GatedSink, clock: Clock) -> None:
-        self.live = live
+        self.live, self.table, self.source_id = live, live.table, live.source_id
         self._gate = gate
         self._clock = clock
-
-    @property
-    def table(self) -> TableId:
-        return self.live.table
-
-    @property
-    def source_id(self) -> str:
-        return self.live.source_id
 
     def stream_sequence(self) -> int:
         return self._gate.applied_sequence(self.live.table)
 
     def columns(self) -> tuple[Sequence[ColumnInfo], Sequence[str]]:
-        columns = self.live.indexed.columns
-        return columns, key_columns(columns)
+        return self.live.indexed.columns, self.live.indexed.key_columns
 
     def installable(self) -> bool:
         return not self.live.indexed.baseline_in_progress
@@ -83,16 +72,12 @@ class QueryScratch:
             raise SnapshotCorrupt(f"snapshot {manifest.snapshot_id} of {live.table}: {exc}") from None
         copy.indexed.end_baseline(generation)
         copy.applied_position, copy.baseline_complete = position, True
-        self._sequence = manifest.stream_sequence
+        self.stream_sequence = manifest.stream_sequence
         self._applier = ChangeApplier({live.table: copy}, clock)
-
-    @property
-    def stream_sequence(self) -> int:
-        return self._sequence
 
     def apply(self, message: FeedMessage) -> int:
         self._applier.on_batch(message)
-        self._sequence = message.stream_sequence
+        self.stream_sequence = message.stream_sequence
         return len(message.batch.changes)
 
     def rows(self) -> list[StoredRow]:
@@ -100,12 +85,10 @@ class QueryScratch:
 
 
 class QueryInstallation:
-    """The copy's rows into the live table as one baseline generation, `step()` by `step()`.
-
-    A row the live table rejects (a unique index another row still holds, e.g. two rows that swapped values)
-    is tried again after the others; still rejected, the live row with its key stays as it is (counted in
-    `skipped`, logged) instead of being swept away.
-    """
+    """The copy's rows into the live table as one baseline generation, `step()` by `step()`. A row the live table
+    rejects (a unique index another row still holds, e.g. two rows that swapped values) is tried again after the
+    others; still rejected, the live row with its key stays as it is (counted in `skipped`, logged) instead of
+    being swept away."""
 
     def __init__(self, live: QueryTable, rows: list[StoredRow], rebuild_id: str, clock: Clock) -> None:
         self._live = live
@@ -181,8 +164,3 @@ class QueryInstallation:
             self._live.subscribers.publish([ChangeEvent(e.action, self._position, 0, now_us, e.old, e.new)
                                             for e in effects])
 
-
-def key_columns(columns: Sequence[ColumnInfo]) -> tuple[str, ...]:
-    """The primary key in key order, else the replica identity (as ChangeBatchInfo.key_columns)."""
-    primary = sorted((c for c in columns if c.primary_key_ordinal), key=lambda c: c.primary_key_ordinal)
-    return tuple(c.name for c in primary) if primary else tuple(c.name for c in columns if c.is_identity_key)

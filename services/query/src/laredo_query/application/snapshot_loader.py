@@ -20,11 +20,9 @@ from laredo_query.domain.indexes import IndexDefinition
 
 class SnapshotLoader:
     """Feed it every part in manifest order (add_part), then call finish(); SnapshotCorrupt when anything does
-    not match the manifest (a part's size or sha256, the checksum, the row count) or a row has no key.
-
-    A row that would break a unique index of the table (two rows sharing a `lookup_fields` value) is left out,
-    as the stream's change would become a dead letter: `rejected` counts them, `first_rejection` says why.
-    """
+    not match the manifest (a part's size or sha256, the checksum, the row count) or a row has no key. A row that
+    would break a unique index (two rows sharing a `lookup_fields` value) is left out, as the stream's change
+    would become a dead letter: `rejected` counts them, `first_rejection` says why."""
 
     def __init__(self, name: str, definitions: Sequence[IndexDefinition], manifest: SnapshotManifest) -> None:
         self.manifest = manifest

@@ -1,16 +1,12 @@
 """Start-up from snapshots: each table loads its newest usable snapshot, then the feed consumes only the stream
 after the snapshot's stream sequence (instead of the whole stream).
 
-For a table with a snapshot store and restore_on_start, the snapshots are tried newest first. One is used when
-the stream still holds every message after its stream_sequence and was not created again since, its columns
-and key are the table's current ones in the stream (laredo_query.domain.snapshot_choice), and its parts match
-the manifest (sizes, sha256, checksum, row count; application.snapshot_loader). One that fails a check is
-logged with the reason and the next older one is tried; with none usable the table reads the whole stream, as
-without a store. A store that cannot be listed or a stream that does not exist also means the whole stream;
-a NATS server that cannot be reached is waited for (the feed could not start without it either).
-
-The rows load into a private IndexedTable in a worker thread and replace the table's empty one on the event
-loop; the table then counts as baselined at the snapshot's position and becomes ready once the feed caught up.
+Snapshots are tried newest first; one is used when the stream still continues it and carries its columns
+(domain.snapshot_choice) and its parts match the manifest (snapshot_loader), else the next older one is tried
+(the reason logged). With none usable, a store that cannot be listed or a stream that does not exist, the table
+reads the whole stream; a NATS server that cannot be reached is waited for (the feed could not start without it
+either). The rows load into a private IndexedTable in a worker thread and replace the table's empty one on the
+event loop; the table then counts as baselined at the snapshot's position.
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ from laredo_core.snapshots.store import SnapshotStore
 
 from laredo_query.application.query_table import QueryTable
 from laredo_query.application.snapshot_loader import SnapshotLoader
-from laredo_query.domain.indexed_table import IndexedTable
 from laredo_query.domain.indexes import IndexDefinition
 from laredo_query.domain.snapshot_choice import StreamState, StreamStateUnavailable, unusable_reason
 from laredo_query.ports import StreamBounds
@@ -44,22 +39,14 @@ class RestoreSource:
     store: SnapshotStore
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Delays between attempts to read where the stream stands while its server cannot be reached."""
-
-    initial: float = 0.25
-    maximum: float = 5.0
-
-
 class StartupRestore:
     """Run restore() once, before the feed starts; see the module docstring."""
 
     def __init__(self, sources: Sequence[RestoreSource], bounds: StreamBounds, *,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: tuple[float, float] = (0.25, 5.0)) -> None:
         self._sources = list(sources)
         self._bounds = bounds
-        self._retry = retry or RetryPolicy()
+        self._retry = retry  # the first and the longest delay between attempts to read where the stream stands
 
     async def restore(self) -> dict[TableId, SnapshotManifest]:
         """The snapshot each restored table was loaded from (tables absent: they read the whole stream)."""
@@ -101,7 +88,7 @@ class StartupRestore:
         return None
 
     async def _stream_state(self, source: RestoreSource) -> StreamState | None:
-        table, delay = source.table.table, self._retry.initial
+        table, (delay, longest) = source.table.table, self._retry
         while True:
             try:
                 return await self._bounds.state(source.table.source_id, table)
@@ -111,7 +98,7 @@ class StartupRestore:
                     return None
                 log.warning("%s: %s; retrying in %.1fs before choosing a snapshot", table, exc, delay)
             await asyncio.sleep(delay)  # start-up retry, not a hot path
-            delay = min(delay * 2, self._retry.maximum)
+            delay = min(delay * 2, longest)
 
     async def _load(self, source: RestoreSource, manifest: SnapshotManifest) -> str:
         """Load the snapshot into the table; "" once installed, else why it could not be (the table unchanged)."""
@@ -129,12 +116,7 @@ class StartupRestore:
                         "be dead letters (first: %s)", table.table, loader.rejected, manifest.snapshot_id,
                         loader.first_rejection)
             table.skipped_changes += loader.rejected
-        _install(table, indexed, loader)
+        # the loaded rows become the table's, at the snapshot's position: what the stream after it builds on
+        table.indexed, table.applied_position = indexed, loader.position
+        table.mark_baseline_complete()
         return ""
-
-
-def _install(table: QueryTable, indexed: IndexedTable, loader: SnapshotLoader) -> None:
-    """The loaded rows become the table's, at the snapshot's position: what the stream after it builds on."""
-    table.indexed = indexed
-    table.applied_position = loader.position
-    table.mark_baseline_complete()

@@ -32,6 +32,7 @@ class IndexedTable:
     def __init__(self, name: str, definitions: Sequence[IndexDefinition] = ()) -> None:
         self.name = name
         self.columns: tuple[ColumnInfo, ...] = ()
+        self.key_columns: tuple[str, ...] = ()  # the primary key, else the replica identity (none: every column)
         self._definitions = {d.name: d for d in definitions}
         self._store = RowStore(KeySpec((), ()))
         self._indexes: dict[str, Index] = {}
@@ -71,7 +72,7 @@ class IndexedTable:
     def set_columns(self, columns: tuple[ColumnInfo, ...], key_columns: tuple[str, ...]) -> None:
         """Adopt the table's columns: re-key rows and rebuild indexes whose columns or kinds changed."""
         by_name = {c.name: c for c in columns}
-        self.columns = columns
+        self.columns, self.key_columns = columns, key_columns
         key_spec = KeySpec.for_columns(key_columns or tuple(by_name), by_name)
         rebuild_all = key_spec != self._store.spec
         if rebuild_all:

@@ -23,6 +23,7 @@ A key is the bare canonical value for one-column keys and a tuple of them otherw
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import re
@@ -53,8 +54,6 @@ class KeyKind(enum.Enum):
 _KINDS_BY_OID = {16: KeyKind.BOOL, 20: KeyKind.INTEGER, 21: KeyKind.INTEGER, 23: KeyKind.INTEGER,
                  26: KeyKind.INTEGER, 700: KeyKind.FLOAT, 701: KeyKind.FLOAT, 1700: KeyKind.NUMERIC,
                  114: KeyKind.DOCUMENT, 3802: KeyKind.DOCUMENT}
-#: Kinds whose canonical values of one column are mutually comparable (no None in a primary key).
-ORDERABLE_KINDS = frozenset({KeyKind.INTEGER, KeyKind.FLOAT, KeyKind.NUMERIC, KeyKind.BOOL, KeyKind.TEXT})
 
 
 def kind_of(column: ColumnInfo) -> KeyKind:
@@ -134,13 +133,9 @@ def _integer(value: Any) -> int:
 
 
 def _float(value: Any) -> float:
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
+    if isinstance(value, int | float | str):
+        with contextlib.suppress(ValueError):
             return float(value)
-        except ValueError:
-            pass
     raise ValueError("send a number")
 
 

@@ -1,11 +1,10 @@
 """ListRows page tokens: keyset cursors that stay valid while rows change.
 
-A token holds the table, its primary key columns and the last primary key of the page it ends, as
-"v1." + base64url(JSON). The next page holds the rows whose keys come after that key in key order, so:
-every row that exists for the whole listing is returned exactly once, whatever changes in between
-(including the deletion of the row the token names); rows inserted behind the cursor are not returned,
-rows inserted ahead of it are. Tokens never expire; a token from another table, or from before the
-table's primary key changed, is rejected with a message saying so.
+A token holds the table, its primary key columns and the last primary key of the page it ends, as "v1." +
+base64url(JSON). The next page holds the rows whose keys come after that key in key order, so: every row that exists
+for the whole listing is returned exactly once, whatever changes in between (including the deletion of the row the
+token names); rows inserted behind the cursor are not returned, rows inserted ahead of it are. Tokens never expire; a
+token from another table, or from before the table's primary key changed, is rejected with a message saying so.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Query's rows of one table: the shared table core with rows held as their wire form
-(laredo_kernel.encoded_rows), keyed by canonical primary key. The wire form is the row's google.protobuf.Struct
-(laredo_kernel.struct_wire), which Lookup, GetRow, ListRows and Subscribe send as they are.
-
-Invariants (besides the core's):
-- an effect's action says what happened to this copy: a put is an INSERT when no row was there before, else
-  an UPDATE (a baseline row replacing a stored one too), whatever the change called itself.
+"""Query's rows of one table: the shared table core (laredo_kernel.encoded_rows) keyed by canonical primary key,
+each row held as its google.protobuf.Struct bytes (laredo_kernel.struct_wire), which Lookup, GetRow, ListRows and
+Subscribe send as they are. An effect's action says what happened to this copy: a put is an INSERT when no row
+was there before, else an UPDATE (a baseline row replacing a stored one too), whatever the change called itself.
 """
 
 from __future__ import annotations

@@ -15,12 +15,10 @@ from laredo_query.domain.errors import QueryError
 @dataclass(frozen=True, slots=True)
 class StreamState:
     """Where the change stream stands for one table when the service starts (the StreamBounds port).
-
     first_sequence: the oldest message the stream still holds (any value up to last_sequence + 1 when it holds
-    none); last_sequence: its newest message (0: none yet); table_last_sequence: the newest message of the
-    table's subject (0: none); columns / key_columns: what that message carries, the table's current columns
-    (empty when there is no such message or it does not decode).
-    """
+    none); last_sequence: its newest message (0: none yet); table_last_sequence: the newest message of the table's
+    subject (0: none); columns / key_columns: what that message carries, the table's current columns (empty when
+    there is no such message or it does not decode)."""
 
     stream: str
     first_sequence: int

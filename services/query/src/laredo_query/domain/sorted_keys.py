@@ -35,10 +35,8 @@ def total_order(value: Any) -> tuple[Any, ...]:
 
 
 class SortedKeys:
-    """A sorted set of keys; `after(key)` iterates the keys greater than `key` in order.
-
-    The caller adds only absent keys and discards only present ones (the table's row dict decides).
-    """
+    """A sorted set of keys; `after(key)` iterates the keys greater than `key` in order. The caller adds only
+    absent keys and discards only present ones (the table's row dict decides)."""
 
     def __init__(self, keys: Iterable[Any] = (), *, chunk_size: int = 512) -> None:
         self._chunk_size = chunk_size

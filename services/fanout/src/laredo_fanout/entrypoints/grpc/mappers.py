@@ -49,9 +49,9 @@ def status_response(status: ReplicationStatus) -> pb.GetReplicationStatusRespons
         row_count=status.row_count,
         connected_clients=len(status.clients),
         clients=[
-            pb.ConnectedClient(client_id=c.client_id, current_sequence=c.current_sequence,
-                               behind_count=c.behind_count, buffer_depth=c.buffer_depth,
-                               connected_at=_timestamp(c.connected_at), state=c.state)
+            pb.ConnectedClient(client_id=c.client_id, current_sequence=c.sequence,
+                               behind_count=c.lag(status.current_sequence), buffer_depth=c.buffer_depth,
+                               connected_at=_timestamp(c.connected_at), state=c.state.value)
             for c in status.clients
         ],
     )

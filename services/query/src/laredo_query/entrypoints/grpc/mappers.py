@@ -41,19 +41,14 @@ def python_value(value: struct_pb2.Value, where: str) -> Any:
                          "null_value, list_value or struct_value")
 
 
-def row_bytes(row: StoredRow) -> bytes:
-    """The row as a serialized google.protobuf.Struct: the form the table holds it in."""
-    return row.encoded
-
-
 def found_row(row: StoredRow | None) -> bytes:
     """LookupResponse / GetRowResponse: found = 1, row = 2."""
-    return b"" if row is None else _FOUND + wire.message_field(2, row_bytes(row))
+    return b"" if row is None else _FOUND + wire.message_field(2, row.encoded)  # the row's Struct, as held
 
 
 def rows(rows: Iterable[StoredRow]) -> bytes:
     """LookupAllResponse: rows = 1."""
-    return b"".join(wire.message_field(1, row_bytes(r)) for r in rows)
+    return b"".join(wire.message_field(1, r.encoded) for r in rows)
 
 
 def row_page(page: RowPage) -> bytes:
@@ -86,7 +81,7 @@ def _subscribe_response(action: Action, position: str, xid: int, unix_us: int, o
     parts = [wire.string_field(1, action.value), wire.string_field(2, position), wire.int_field(3, xid),
              wire.message_field(4, wire.timestamp(unix_us))]
     if old is not None:
-        parts.append(wire.message_field(5, row_bytes(old)))
+        parts.append(wire.message_field(5, old.encoded))
     if new is not None:
-        parts.append(wire.message_field(6, row_bytes(new)))
+        parts.append(wire.message_field(6, new.encoded))
     return b"".join(parts)
