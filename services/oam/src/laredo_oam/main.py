@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import sys
 from functools import partial
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from laredo_kernel.changes import TableId
@@ -33,14 +33,13 @@ from laredo_oam.adapters.nats_change_tail import NatsChangeTail
 from laredo_oam.application.administration import Administration
 from laredo_oam.application.dead_letters import DeadLetters
 from laredo_oam.application.query_routing import QueryRouting
-from laredo_oam.application.replay import RebuildLauncher, Replays
-from laredo_oam.application.restore import Restores
+from laredo_oam.application.replay import Rebuilds
 from laredo_oam.application.snapshots import SnapshotPlace, Snapshots
 from laredo_oam.application.status_view import StatusView
 from laredo_oam.application.status_watch import StatusWatch
 from laredo_oam.config import OamConfig, QueryRoutingConfig, read_oam_config
 from laredo_oam.entrypoints.console.server import ConsoleServer
-from laredo_oam.entrypoints.grpc.servicer import oam_registration
+from laredo_oam.entrypoints.grpc.servicer import OamServicer, oam_registration
 from laredo_oam.ports import ChangeTail, CoordinationStore, DeadLetterStore
 
 log = logging.getLogger(__name__)
@@ -54,22 +53,22 @@ class App:
     """
 
     def __init__(self, endpoint: ServiceEndpoint, registration: ServiceRegistration,
-                 close_store: Callable[[], Awaitable[None]] | None = None, *,
-                 watch: StatusWatch | None = None, front_door: FrontDoorSettings | None = None,
-                 query_routing: tuple[CoordinationStore, QueryRoutingConfig] | None = None,
-                 metrics: MetricsEndpoint | None = None) -> None:
+                 closers: Sequence[Callable[[], Awaitable[None]]], *, watch: StatusWatch,
+                 front_door: FrontDoorSettings, store: CoordinationStore, query_routing: QueryRoutingConfig,
+                 metrics: MetricsEndpoint) -> None:
         self.endpoint = endpoint
-        self.front_door = front_door  # None: grpcio serves the port itself
+        self.front_door = front_door
+        self._store = store
         self._query_routing = query_routing  # the OAM address also answers Query (through the front door)
         self.routing: QueryRouting | None = None
-        self._close_store = close_store
+        self._closers = closers  # the clients build() made (stores), closed last
         self.watch = watch  # WatchStatus: ended before the gRPC server stops, so open streams do not hold it
         self.started = asyncio.Event()
         self._registration = registration
         self._grpc: GrpcServer | None = None
         self._stopping = False
         self.health = HealthServer(endpoint.health_host, endpoint.health_port, ready=self._readiness,
-                                   tls=front_door.tls if front_door else None, metrics=metrics)
+                                   tls=front_door.tls, metrics=metrics)
 
     @property
     def grpc_port(self) -> int:
@@ -87,8 +86,8 @@ class App:
         """Serve until `stop` is set; then (start-up's reverse) unready, end watches, stop gRPC (drain_grace),
         stop health, close the stores."""
         async with ServiceRun("OAM service", self._unready) as run:
-            if self._close_store is not None:
-                run.on_stop(self._close_store)
+            for close in self._closers:
+                run.on_stop(close)
             routes = self._routes()
             if routes is not None:
                 run.on_stop(routes[0].close)
@@ -98,14 +97,13 @@ class App:
                 front_door=self.front_door, name="oam", upstreams=[routes[1]] if routes else (), console=True),
                 partial(GrpcServer.stop, grace=self.endpoint.drain_grace))
             door = self._grpc.front_door
-            if door is not None and door.console_socket and self.front_door is not None:
+            if door is not None and door.console_socket:
                 await run.listen("oam.grpc.port", ConsoleServer(
                     door.console_socket, self.front_door.auth,
                     trust_client_cert_header=bool(self.front_door.tls.client_ca)).start(), ConsoleServer.stop)
             run.on_stop(self._unserve, self._grpc)
-            if routes is not None and self._query_routing is not None:
-                self.routing = QueryRouting(self._query_routing[0], routes[0],
-                                            refresh=self._query_routing[1].refresh)
+            if routes is not None:
+                self.routing = QueryRouting(self._store, routes[0], refresh=self._query_routing.refresh)
                 run.spawn(self.routing.run(), "oam-query-routing")
             self.started.set()
             log.info("OAM service ready: gRPC on port %d, health on port %d", self.grpc_port, self.health_port)
@@ -116,19 +114,17 @@ class App:
 
     async def _unserve(self, grpc: GrpcServer) -> None:
         await grpc.set_serving(False)
-        if self.watch is not None:
-            await self.watch.aclose()  # open WatchStatus streams would hold the server's stop
+        await self.watch.aclose()  # open WatchStatus streams would hold the server's stop
 
     def _routes(self) -> tuple[EnvoyQueryRoutes, Upstream] | None:
         """The front door's query endpoints, when OAM answers Query too (it takes the front door)."""
-        if self._query_routing is None or not self._query_routing[1].enabled:
+        if not self._query_routing.enabled:
             return None
-        if self.front_door is None or not self.front_door.enabled:
+        if not self.front_door.enabled:
             log.warning("oam.query_routing needs the front door (front_door.enabled = true): the OAM address "
                         "does not answer Query; call query instances directly")
             return None
-        config = self._query_routing[1]
-        routes = EnvoyQueryRoutes()
+        config, routes = self._query_routing, EnvoyQueryRoutes()
         return routes, routes.upstream(tls_ca=config.tls_ca, tls_cert=config.tls_cert, tls_key=config.tls_key,
                                        tls_server_name=config.tls_server_name)
 
@@ -139,59 +135,47 @@ def build(settings: LaredoSettings, *, store: CoordinationStore | None = None,
           **overrides: Any) -> App:
     """The app from settings; `overrides` replace fields of settings.oam (grpc_port=0, health_host=...).
 
-    `store` replaces the Redis coordination store built from redis.url (tests pass the in-memory one);
-    `command_timeout` replaces oam.command_timeout; `snapshot_store` replaces every table's configured
-    snapshot store (tests pass the in-memory one); `change_tail` replaces the JetStream reader of WatchStatus's
-    row changes (stream.nats_url); `dead_letter_store` replaces the JetStream dead-letter store (used while
-    dead_letters.enabled). Nothing connects here.
+    The other arguments replace what settings would give (tests pass in-memory ones): the Redis coordination
+    store, oam.command_timeout, every table's snapshot store, WatchStatus's JetStream change tail and the
+    JetStream dead-letter store (used while dead_letters.enabled). Nothing connects here.
     """
     unknown = set(overrides) - {f.name for f in dataclasses.fields(ServiceEndpoint)}
     if unknown:
-        raise TypeError(f"build() got unknown overrides {sorted(unknown)}; "
-                        f"expected fields of ServiceEndpoint")
+        raise TypeError(f"build() got unknown overrides {sorted(unknown)}; expected fields of ServiceEndpoint")
     config = read_oam_config(settings)
     endpoint = dataclasses.replace(settings.oam, **overrides)
-    close_store = None
+    closers: list[Callable[[], Awaitable[None]]] = []
     if store is None:
-        redis_store = RedisCoordinationStore(config.redis_url, config.redis_key_prefix)
-        store, close_store = redis_store, redis_store.aclose
+        store = redis_store = RedisCoordinationStore(config.redis_url, config.redis_key_prefix)
+        closers.append(redis_store.aclose)
     timeout = command_timeout or config.command_timeout
     admin = Administration(store, config.catalog, command_timeout=timeout)
     snapshots = Snapshots(_snapshot_places(config, snapshot_store), config.catalog, store, command_timeout=timeout)
     watch = StatusWatch(store, config.catalog,
                         change_tail or NatsChangeTail(config.nats_urls, config.subject_prefix))
-    launcher = RebuildLauncher(store, command_timeout=timeout)
-    letters_store, close_store = _dead_letter_store(settings, dead_letter_store, close_store)
-    dead_letters = DeadLetters(config.catalog, letters_store, store, command_timeout=timeout)
+    dead_letters = DeadLetters(config.catalog, _dead_letter_store(settings, dead_letter_store, closers), store,
+                               command_timeout=timeout)
     view = StatusView(store, config.catalog)
     figures = SystemFigures(view)
     metrics = MetricsEndpoint(refresh=figures.refresh)
     observe(build_meter_provider(settings.telemetry, "laredo-oam", metrics=metrics).get_meter("laredo_oam"),
             figures.figures())
-    return App(endpoint, oam_registration(view, admin, snapshots=snapshots,
-                                          watch=watch, restores=Restores(snapshots, launcher),
-                                          replays=Replays(snapshots, launcher, config.catalog),
-                                          dead_letters=dead_letters),
-               close_store, watch=watch, front_door=settings.front_door,
-               query_routing=(store, config.query_routing), metrics=metrics)
+    servicer = OamServicer(view, admin, snapshots=snapshots, watch=watch, dead_letters=dead_letters,
+                           rebuilds=Rebuilds(store, snapshots, config.catalog, command_timeout=timeout))
+    return App(endpoint, oam_registration(servicer), closers, watch=watch, front_door=settings.front_door,
+               store=store, query_routing=config.query_routing, metrics=metrics)
 
 
 def _dead_letter_store(settings: LaredoSettings, override: DeadLetterStore | None,
-                       close_store: Callable[[], Awaitable[None]] | None
-                       ) -> tuple[DeadLetterStore | None, Callable[[], Awaitable[None]] | None]:
-    """The dead-letter store (None when dead_letters.enabled is false), and a closer that also closes it."""
+                       closers: list[Callable[[], Awaitable[None]]]) -> DeadLetterStore | None:
+    """The dead-letter store (None when dead_letters.enabled is false); one built here joins `closers`."""
     dead_letters = read_dead_letter_settings(settings)
     if not dead_letters.enabled or override is not None:
-        return (override if dead_letters.enabled else None), close_store
+        return override if dead_letters.enabled else None
     built = store_from_settings(dead_letters, client_name="laredo-oam")
     assert built is not None
-
-    async def close_both() -> None:
-        if close_store is not None:
-            await close_store()
-        await built.close()
-
-    return built, close_both
+    closers.append(built.close)
+    return built
 
 
 def _snapshot_places(config: OamConfig, override: SnapshotStore | None) -> dict[TableId, SnapshotPlace]:

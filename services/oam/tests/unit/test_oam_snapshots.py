@@ -73,7 +73,7 @@ async def test_list_rejects_bad_arguments_and_names_what_is_missing(snapshots: S
 async def test_find_returns_table_manifest_and_store(store: MemorySnapshotStore, snapshots: Snapshots) -> None:
     written = await write_snapshot(store, ORDERS, 200.0, rows=5, snapshot_id="o-1", user_meta={"why": "test"})
     found = await snapshots.find("o-1")
-    assert (found.table, found.manifest, found.store, found.target_type) == (
+    assert (found.table, found.manifest, found.place.store, found.target_type) == (
         ORDERS, written, store, "replication-fanout")
     assert found.manifest.size_bytes == sum(p.size_bytes for p in written.parts) > 0
     assert found.manifest.user_meta == {"why": "test"}

@@ -50,9 +50,8 @@ def read_snapshot_config(settings: LaredoSettings) -> SnapshotConfig:
     problems: list[str] = []
     r = Reader(settings.snapshot, SECTION, problems)
     jobs = _table_jobs(settings, problems)
-    wanted = r.string_list("tables", [])
     config = SnapshotConfig(
-        tables=_select(jobs, wanted, r),
+        tables=_select(jobs, r.string_list("tables", []), r),
         nats_urls=settings.stream.nats_urls,
         subject_prefix=settings.stream.subject_prefix,
         interval=r.duration("interval", 3600.0),

@@ -1,9 +1,4 @@
-"""Composition root of the snapshot service: settings in, adapters built, passes run; nothing connects at import.
-
-`laredo-snapshot --config PATH --once` runs one pass over the tables and exits (1 when a table failed: for
-cron and CI); without --once it serves: a pass at start (snapshot.run_on_start) and every snapshot.interval,
-SNAPSHOT commands from the coordination store, status heartbeats and /health/{live,ready}.
-"""
+"""Composition root of the snapshot service: settings in, adapters built, passes run (`--once`: one, then exit)."""
 
 from __future__ import annotations
 
@@ -42,7 +37,7 @@ from laredo_snapshot.application.coordination import SnapshotCoordinator
 from laredo_snapshot.application.service import SnapshotService, TableRun
 from laredo_snapshot.config import SnapshotConfig, read_snapshot_config
 from laredo_snapshot.domain.errors import SnapshotServiceError
-from laredo_snapshot.ports import Clock, Compactor, CoordinationStore, Observer, SnapshotStore, StreamBounds
+from laredo_snapshot.ports import Compactor, Observer, SnapshotStore
 
 log = logging.getLogger(__name__)
 
@@ -107,25 +102,23 @@ class SnapshotApp:
             run.spawn(self.coordinator.run(), "snapshot-coordination")
 
 
-def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail: StreamTail | None = None,
+def build(settings: LaredoSettings, *, tail: StreamTail | None = None,
           store_for: Callable[[StoreConfig], SnapshotStore] | None = None, compactor: Compactor | None = None,
-          coordination: CoordinationStore | None = None, clock: Clock | None = None,
-          observer: Observer | None = None, tracer_provider: TracerProvider | None = None,
-          instance_id: str = "") -> SnapshotApp:
+          observer: Observer | None = None) -> SnapshotApp:
     """Wire the service from settings; the overrides replace real adapters (tests, embedding)."""
     config = read_snapshot_config(settings)
-    clock = clock or SystemClock()
+    clock = SystemClock()
     closers: list[Callable[[], Awaitable[None] | None]] = []
     metrics = MetricsEndpoint()
     meter_provider = build_meter_provider(settings.telemetry, SERVICE_NAME, metrics=metrics)
+    tracer_provider = None
     if observer is None:
-        tracer_provider = tracer_provider or build_tracer_provider(settings.telemetry, SERVICE_NAME)
+        tracer_provider = build_tracer_provider(settings.telemetry, SERVICE_NAME)
         observer = OtelObserver(tracer_provider, meter_provider)
     observer = phases = PhaseTracker(observer)  # what every compactor reports to: the running phase, for the status
     store_for = store_for or SnapshotStores().store_for
-    if bounds is None:
-        bounds = nats_bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=SERVICE_NAME)
-        closers.append(nats_bounds.aclose)
+    bounds = NatsStreamBounds(config.nats_urls, config.subject_prefix, client_name=SERVICE_NAME)
+    closers.append(bounds.aclose)
     if tail is None:
         tail = NatsStreamTail(config.nats_urls, config.subject_prefix, json_values=True, client_name=SERVICE_NAME)
         closers.append(tail.aclose)
@@ -138,13 +131,11 @@ def build(settings: LaredoSettings, *, bounds: StreamBounds | None = None, tail:
     service = SnapshotService(compactions, clock, observer, interval=config.interval, phases=phases)
     observe(meter_provider.get_meter("laredo_snapshot"), snapshot_figures(service))
     coordinator = None
-    if coordination is None and "redis" in settings.raw:
+    if "redis" in settings.raw:
         from laredo_core.coordination.redis_store import RedisCoordinationStore  # connects lazily
 
-        coordination = RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix)
-    if coordination is not None:
-        coordinator = SnapshotCoordinator(coordination, instance_id or config.instance_id
-                                          or default_instance_id("snapshot"), service,
+        coordinator = SnapshotCoordinator(RedisCoordinationStore(settings.redis.url, settings.redis.key_prefix),
+                                          config.instance_id or default_instance_id("snapshot"), service,
                                           heartbeat_interval=config.status_interval)
     return SnapshotApp(config, service, coordinator, tracer_provider, closers, health_tls=settings.front_door.tls,
                        metrics=metrics)

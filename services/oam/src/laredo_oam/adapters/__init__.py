@@ -1,1 +1,1 @@
-"""OAM adapters: the in-memory coordination fake (the Redis adapter lives in laredo_core.coordination)."""
+"""OAM adapters: the JetStream change tail, the front door's query routes, metrics and the in-memory fakes."""

@@ -46,8 +46,7 @@ class EnvoyQueryRoutes:
                 log.warning("query instance address %r does not resolve (%s); set query.advertise_address to "
                             "an address OAM can reach", address, exc)
                 continue
-            ip = str(infos[0][4][0])
-            endpoints.append((ip, int(port)))
+            endpoints.append((str(infos[0][4][0]), int(port)))
         self._write(endpoints)
 
     def _write(self, endpoints: list[tuple[str, int]]) -> None:

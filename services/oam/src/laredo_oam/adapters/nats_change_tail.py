@@ -225,14 +225,16 @@ class NatsChangeTail:
             delay = min(delay * 2, self._max_backoff)
 
     async def _on_error(self, error: Exception) -> None:
-        if not self._nats_down:
-            log.warning("WatchStatus row changes: NATS at %s is unreachable (%s); state changes go on, row "
-                        "changes resume when it is back", ", ".join(self._urls), error or type(error).__name__)
-        self._nats_down = True
+        self._down("NATS at %s is unreachable (%s); state changes go on, row changes resume when it is back",
+                   ", ".join(self._urls), error or type(error).__name__)
 
     async def _on_disconnected(self) -> None:
+        self._down("disconnected from NATS; reconnecting")
+
+    def _down(self, message: str, *args: object) -> None:
+        """Logged once per outage."""
         if not self._nats_down:
-            log.warning("WatchStatus row changes: disconnected from NATS; reconnecting")
+            log.warning("WatchStatus row changes: " + message, *args)
         self._nats_down = True
 
     async def _on_reconnected(self) -> None:

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from laredo_core.coordination.ports import CommandKind, CommandResult, CommandStatus, InstanceStatus
+from laredo_core.coordination.ports import CommandKind, CommandResult, CommandStatus
 from laredo_core.deadletters.model import DeadLetter, DeadLetterPage, PipelineId
 from laredo_core.deadletters.replay import ReplayOutcome, ReplayReport, pages, replay_args
 
@@ -91,11 +91,11 @@ class DeadLetters:
         key = PipelineKey(pipeline.source_id, pipeline.table, pipeline.target_type)
         service = TARGET_SERVICES.get(key.target_type, key.target_type)
         reports = await Reports.read(self._coordination)
-        instances: Sequence[InstanceStatus] = [instance for instance, _ in reports.target_tables(key)]
-        if not instances:
+        targets = [f"{service}:{instance.instance_id}" for instance, _ in reports.target_tables(key)]
+        if not targets:
             raise PreconditionFailed(f"no running {service} instance serves {pipeline.table}: a replay re-applies the "
                                      f"letters on the running instances of the target; start one, then replay")
-        return [f"{service}:{instance.instance_id}" for instance in instances]
+        return targets
 
     async def _replay_page(self, store: DeadLetterStore, pipeline: PipelineId, targets: list[str],
                            letters: list[DeadLetter]) -> ReplayTotals:

@@ -58,10 +58,6 @@ class InstanceTracker:
         self._outage = OutageLog(log, "status watch")
 
     @property
-    def snapshot(self) -> StatusSnapshot | None:
-        return self._snapshot
-
-    @property
     def store_down(self) -> bool:
         """The last read of the registry failed (the store is unreachable)."""
         return self._outage.down

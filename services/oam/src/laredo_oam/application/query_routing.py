@@ -19,20 +19,14 @@ log = logging.getLogger(__name__)
 QUERY_SERVICE = "query"
 
 
-async def ready_query_addresses(store: CoordinationStore) -> list[str]:
-    """The advertised addresses of the query instances that report themselves ready, sorted."""
-    instances = await store.instances(QUERY_SERVICE)
-    return sorted({str(i.status["address"]) for i in instances
-                   if i.status.get("ready") is True and i.status.get("address")})
-
-
 class QueryRouting:
     def __init__(self, store: CoordinationStore, routes: QueryRoutes, *, refresh: float = 2.0) -> None:
         self._store, self._routes, self._refresh = store, routes, refresh
         self.addresses: list[str] | None = None  # the set last published (None: nothing yet)
 
     async def refresh_once(self) -> None:
-        addresses = await ready_query_addresses(self._store)
+        addresses = sorted({str(i.status["address"]) for i in await self._store.instances(QUERY_SERVICE)
+                            if i.status.get("ready") is True and i.status.get("address")})
         if addresses != self.addresses:
             await self._routes.publish(addresses)
             if addresses:

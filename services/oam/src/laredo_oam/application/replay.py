@@ -1,18 +1,20 @@
 """Rebuilds of live tables from snapshots (RestoreSnapshot, StartReplay) and their status and stopping.
 
-OAM picks the fan-out and query instances that report the snapshot's table, records the rebuild (which
-instances were asked) as the result of the record id `<rebuild id>` in the coordination store, and sends each
-instance a RESTORE or REPLAY command (laredo_core.rebuild.records). An instance answers once it has started
-(snapshot found, columns checked); the wait is bounded by `command_timeout`. Progress comes from the
-instances' heartbeats (`replays[<id>]`), the outcome of an instance that forgot the rebuild from its outcome
-record (records.outcome_id). StopReplay sends STOP_REPLAY to the instances still running it.
+A rebuild runs on the instances themselves (laredo_core.rebuild.runner: the snapshot plus the stream tail up to what
+the instance has applied, installed as a re-baseline of its live state). OAM picks the fan-out and query instances
+that report the snapshot's table, records the rebuild (which instances were asked) as the result of the record id
+`<rebuild id>` in the coordination store, and sends each instance a RESTORE or REPLAY command
+(laredo_core.rebuild.records). An instance answers once it has started (snapshot found, columns checked); the wait
+is bounded by `command_timeout`. Progress comes from the instances' heartbeats (`replays[<id>]`), the outcome of an
+instance that forgot the rebuild from its outcome record (records.outcome_id). StopReplay sends STOP_REPLAY to the
+instances still running it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from laredo_kernel.changes import TableId
@@ -33,7 +35,7 @@ from laredo_oam.application.reports import Reports, reported_tables
 from laredo_oam.application.snapshots import Snapshots, StoredSnapshot, parse_table
 from laredo_oam.domain.catalog import Catalog, PipelineKey
 from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed
-from laredo_oam.domain.states import TARGET_SERVICES
+from laredo_oam.domain.states import TARGET_SERVICES, mapping_in
 from laredo_oam.ports import CoordinationStore
 
 REBUILD_SERVICES = ("fanout", "query")
@@ -42,12 +44,14 @@ _COMMANDS = {RebuildKind.RESTORE: CommandKind.RESTORE, RebuildKind.REPLAY: Comma
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """What the asked instances answered: accepted only if every one of them started."""
+    """What the asked instances answered: accepted only if every one of them started (user_meta: the restored
+    snapshot's)."""
 
     rebuild_id: str
     accepted: bool
     message: str
     warnings: tuple[str, ...] = ()
+    user_meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +65,53 @@ class RebuildStatus:
     instances: Mapping[str, RebuildReport] = field(default_factory=dict)
 
 
-class RebuildLauncher:
-    """Starts, follows and stops rebuilds through the coordination store (see the module docstring)."""
+class Rebuilds:
+    """RestoreSnapshot, StartReplay, GetReplayStatus and StopReplay through the coordination store (see the module
+    docstring)."""
 
-    def __init__(self, store: CoordinationStore, *, command_timeout: float = 10.0) -> None:
+    def __init__(self, store: CoordinationStore, snapshots: Snapshots, catalog: Catalog, *,
+                 command_timeout: float = 10.0) -> None:
         self._store = store
+        self._snapshots = snapshots
+        self._catalog = catalog
         self.command_timeout = command_timeout
 
-    async def start(self, kind: RebuildKind, snapshot: StoredSnapshot, services: Sequence[str], *,
-                    speed: ReplaySpeed | None = None, skip_meta_check: bool = False) -> Started:
+    async def restore(self, snapshot_id: str, *, confirm: bool, skip_meta_check: bool) -> Started:
+        """Answers once every instance has started; GetReplayStatus follows it by the id the message names."""
+        if not snapshot_id.strip():
+            raise InvalidRequest("snapshot_id is required: ListSnapshots shows the retained snapshots")
+        if "/" in snapshot_id or snapshot_id.startswith("."):
+            raise InvalidRequest(f"snapshot_id {snapshot_id!r} is malformed: ids contain no '/' and do not start "
+                                 "with '.'; ListSnapshots shows the retained ones")
+        if not confirm:
+            raise PreconditionFailed(f"restoring snapshot {snapshot_id!r} replaces the rows of its table on every "
+                                     "fan-out and query instance (clients receive the differences as changes); "
+                                     "repeat the request with confirm=true to do it")
+        snapshot = await self._snapshots.find(snapshot_id)
+        started = await self._launch(RebuildKind.RESTORE, snapshot, REBUILD_SERVICES, skip_meta_check=skip_meta_check)
+        return replace(started, user_meta=snapshot.manifest.user_meta)
+
+    async def start_replay(self, snapshot_id: str, pipeline_id: str, speed: str, tables: Sequence[str]) -> Started:
+        if not snapshot_id.strip():
+            raise InvalidRequest("snapshot_id is required: ListSnapshots shows the retained snapshots")
+        try:
+            pace = ReplaySpeed.parse(speed)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        wanted = [parse_table(t, "tables entry") for t in tables]
+        key = self._pipeline(pipeline_id) if pipeline_id.strip() else None
+        snapshot = await self._snapshots.find(snapshot_id)
+        if key is not None and key.table != snapshot.table:
+            raise InvalidRequest(f"snapshot {snapshot_id!r} holds {snapshot.table}, not {key.table} of pipeline "
+                                 f"{pipeline_id!r}")
+        if wanted and snapshot.table not in wanted:
+            raise InvalidRequest(f"snapshot {snapshot_id!r} holds only {snapshot.table}; tables names "
+                                 f"{', '.join(map(str, wanted))}")
+        services = (TARGET_SERVICES[key.target_type],) if key is not None else REBUILD_SERVICES
+        return await self._launch(RebuildKind.REPLAY, snapshot, services, speed=pace)
+
+    async def _launch(self, kind: RebuildKind, snapshot: StoredSnapshot, services: Sequence[str], *,
+                      speed: ReplaySpeed | None = None, skip_meta_check: bool = False) -> Started:
         table = snapshot.table
         reports = await Reports.read(self._store)
         targets = [f"{i.service}:{i.instance_id}" for service in services for i in reports.of(service)
@@ -86,10 +128,8 @@ class RebuildLauncher:
         accepted = all(r.status is CommandStatus.SUCCEEDED for _, r in answers)
         warnings = tuple(dict.fromkeys(w for _, r in answers for w in r.details.get("warnings") or ()))
         what = f"{kind.value} {rebuild_id} of {table} from snapshot {snapshot.snapshot_id}"
-        if accepted:
-            message = (f"{what} started on {', '.join(targets)}; GetReplayStatus({rebuild_id!r}) shows its progress")
-        else:
-            message = f"{what}: {answer_lines(answers)}"
+        message = (f"{what} started on {', '.join(targets)}; GetReplayStatus({rebuild_id!r}) shows its progress"
+                   if accepted else f"{what}: {answer_lines(answers)}")
         return Started(rebuild_id, accepted, message, warnings)
 
     async def status(self, rebuild_id: str) -> RebuildStatus:
@@ -100,7 +140,7 @@ class RebuildLauncher:
         reports = await Reports.read(self._store)
         live = {f"{i.service}:{i.instance_id}": i for i in reports.instances}
         running = {name: RebuildReport.from_json(rebuild_id, i.status["replays"][rebuild_id])
-                   for name, i in live.items() if _replays(i.status).get(rebuild_id)}
+                   for name, i in live.items() if mapping_in(i.status, "replays").get(rebuild_id)}
         asked = list(record.details.get("instances") or ()) if record is not None else list(running)
         if not asked:
             raise NotFound(f"replay {rebuild_id!r} not found: no record of it (records are kept for an hour) and no "
@@ -138,42 +178,6 @@ class RebuildLauncher:
         return RebuildReport(rebuild_id, RebuildKind.REPLAY, TableId("", ""), "", state, RebuildPhase.WAITING, 0, 0, 0,
                              message=message)
 
-
-class Replays:
-    """StartReplay, GetReplayStatus and StopReplay."""
-
-    def __init__(self, snapshots: Snapshots | None, launcher: RebuildLauncher, catalog: Catalog) -> None:
-        self._snapshots = snapshots
-        self._launcher = launcher
-        self._catalog = catalog
-
-    async def start(self, snapshot_id: str, pipeline_id: str, speed: str, tables: Sequence[str]) -> Started:
-        if not snapshot_id.strip():
-            raise InvalidRequest("snapshot_id is required: ListSnapshots shows the retained snapshots")
-        try:
-            pace = ReplaySpeed.parse(speed)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
-        wanted = [parse_table(t, "tables entry") for t in tables]
-        key = self._pipeline(pipeline_id) if pipeline_id.strip() else None
-        if self._snapshots is None:
-            raise PreconditionFailed("no snapshot store is configured, so there is nothing to replay")
-        snapshot = await self._snapshots.find(snapshot_id)
-        if key is not None and key.table != snapshot.table:
-            raise InvalidRequest(f"snapshot {snapshot_id!r} holds {snapshot.table}, not {key.table} of pipeline "
-                                 f"{pipeline_id!r}")
-        if wanted and snapshot.table not in wanted:
-            raise InvalidRequest(f"snapshot {snapshot_id!r} holds only {snapshot.table}; tables names "
-                                 f"{', '.join(map(str, wanted))}")
-        services = (TARGET_SERVICES[key.target_type],) if key is not None else REBUILD_SERVICES
-        return await self._launcher.start(RebuildKind.REPLAY, snapshot, services, speed=pace)
-
-    async def status(self, replay_id: str) -> RebuildStatus:
-        return await self._launcher.status(replay_id)
-
-    async def stop(self, replay_id: str) -> bool:
-        return await self._launcher.stop(replay_id)
-
     def _pipeline(self, pipeline_id: str) -> PipelineKey:
         key = self._catalog.require_pipeline(pipeline_id)
         if TARGET_SERVICES.get(key.target_type) not in REBUILD_SERVICES:
@@ -191,8 +195,3 @@ def _combined(rebuild_id: str, found: Mapping[str, RebuildReport], started_ms: i
     end = max(ends) if state is not RebuildState.RUNNING and all(ends) else now_unix_ms()
     return RebuildStatus(rebuild_id, state, min(r.rows_replayed for r in found.values()),
                          max(0.0, (end - min(starts)) / 1000), dict(found))
-
-
-def _replays(status: Mapping[str, Any]) -> Mapping[str, Any]:
-    replays = status.get("replays")
-    return replays if isinstance(replays, Mapping) else {}

@@ -11,7 +11,7 @@ from laredo_core.coordination.ports import InstanceStatus
 
 from laredo_oam.domain.catalog import Catalog, PipelineKey
 from laredo_oam.domain.errors import NotFound
-from laredo_oam.domain.states import TARGET_SERVICES
+from laredo_oam.domain.states import TARGET_SERVICES, mapping_in
 from laredo_oam.ports import CoordinationStore
 
 
@@ -64,5 +64,4 @@ class Reports:
 
 def reported_tables(instance: InstanceStatus) -> Mapping[str, Any]:
     """The instance's report of each table it serves, by "schema.table" ({} when it reports none)."""
-    tables = instance.status.get("tables")
-    return tables if isinstance(tables, Mapping) else {}
+    return mapping_in(instance.status, "tables")

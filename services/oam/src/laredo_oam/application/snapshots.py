@@ -5,6 +5,10 @@ share one). A store is searched for the tables configured with it and for every 
 table removed from the configuration keeps its snapshots until they are deleted). Snapshot ids are unique
 per writer, so `find` returns the first snapshot with the id. Store failures become SnapshotStoreFailed,
 naming the store and the step.
+
+CreateSnapshot: fan-out writes the snapshot (it holds the table); OAM only picks the instance: among the live ones
+that report the table, ready and not draining ones first, then by instance id. Tables served by one instance go
+in one command. Several tables: `snapshot_ids` follow the request order, and the response joins them with ",".
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from laredo_kernel.changes import TableId
+from laredo_core.coordination.ports import CommandKind, CommandResult, InstanceStatus
 from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotStoreUnavailable
 from laredo_core.snapshots.format import SnapshotManifest
 from laredo_core.snapshots.store import SnapshotStore
 
-from laredo_oam.application.snapshot_creation import Created, SnapshotCreation
+from laredo_oam.application.commands import command_answers
+from laredo_oam.application.reports import Reports, reported_tables
 from laredo_oam.domain.catalog import Catalog
 from laredo_oam.domain.errors import InvalidRequest, NotFound, PreconditionFailed, SnapshotStoreFailed
+from laredo_oam.domain.states import mapping_in
 from laredo_oam.domain.views import SnapshotSummaryView
 from laredo_oam.ports import CoordinationStore
 
@@ -29,8 +36,22 @@ FANOUT_TARGET = "replication-fanout"
 HOW_TO_CONFIGURE = ("add snapshot { store = local, store_config { path = ... } } (or store = s3 with "
                     "store_config { bucket, endpoint }) to the table's replication-fanout target; see "
                     "docs/configuration.md")
+ID_SEPARATOR = ","
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """accepted: every table got a snapshot; snapshot_ids: those written, in request order."""
+
+    accepted: bool
+    snapshot_ids: tuple[str, ...]
+    message: str
+
+    @property
+    def snapshot_id(self) -> str:
+        return ID_SEPARATOR.join(self.snapshot_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +79,6 @@ class StoredSnapshot:
     def snapshot_id(self) -> str:
         return self.manifest.snapshot_id
 
-    @property
-    def store(self) -> SnapshotStore:
-        return self.place.store
-
 
 def parse_table(text: str, field: str = "table") -> TableId:
     """A request's "schema.table" (both parts required); InvalidRequest otherwise."""
@@ -78,16 +95,15 @@ class Snapshots:
                  *, command_timeout: float = 10.0) -> None:
         self._places = dict(places)
         self._catalog = catalog
-        self._creation = SnapshotCreation(coordination, catalog, tuple(self._places), command_timeout=command_timeout)
-
-    @property
-    def configured(self) -> bool:
-        return bool(self._places)
+        self._coordination = coordination
+        self.command_timeout = command_timeout
 
     async def create(self, tables: Sequence[str], user_meta: Mapping[str, Any]) -> Created:
         """CreateSnapshot: the named tables (none: every table with a store) by a live fan-out instance each."""
         self._require_stores()
-        return await self._creation.create([parse_table(t, "tables entry") for t in tables], user_meta)
+        return await create_snapshots(self._coordination, self._catalog, tuple(self._places),
+                                      [parse_table(t, "tables entry") for t in tables], user_meta,
+                                      command_timeout=self.command_timeout)
 
     async def summary(self) -> SnapshotSummaryView:
         """GetStatus's snapshot_status: the stores configured and what they hold. A store that fails leaves the
@@ -99,7 +115,7 @@ class Snapshots:
             found = await self._snapshots()
         except SnapshotStoreFailed as exc:
             log.warning("status shows no snapshot counts: %s", exc)
-            return SnapshotSummaryView(True, store_types)
+            found = []
         if not found:
             return SnapshotSummaryView(True, store_types)
         latest = found[0].manifest
@@ -123,8 +139,7 @@ class Snapshots:
         """Every snapshot (of one table when named), newest first; at most `limit` (0: all)."""
         if limit < 0:
             raise InvalidRequest(f"limit must be 0 (no limit) or positive, got {limit}")
-        found = await self._snapshots(table)
-        return found[:limit] if limit else found
+        return (await self._snapshots(table))[:limit or None]
 
     async def delete(self, snapshot_id: str) -> bool:
         await _delete(await self.find(snapshot_id))
@@ -151,10 +166,8 @@ class Snapshots:
             holdings = [(p, t) for p, t in holdings if t == wanted]
             if not holdings:
                 self._unknown_table(wanted)
-        found = []
-        for place, held in holdings:
-            manifests = await _io(place, f"listing the snapshots of {held}", place.store.list_snapshots(held))
-            found += [StoredSnapshot(held, m, place) for m in manifests]
+        found = [StoredSnapshot(held, manifest, place) for place, held in holdings for manifest in
+                 await _io(place, f"listing the snapshots of {held}", place.store.list_snapshots(held))]
         return sorted(found, key=lambda s: (s.manifest.created_at, s.snapshot_id), reverse=True)
 
     async def _holdings(self) -> list[tuple[SnapshotPlace, TableId]]:
@@ -179,7 +192,7 @@ class Snapshots:
 
 async def _delete(snapshot: StoredSnapshot) -> None:
     await _io(snapshot.place, f"deleting snapshot {snapshot.snapshot_id!r} of {snapshot.table}",
-              snapshot.store.delete_snapshot(snapshot.table, snapshot.snapshot_id))
+              snapshot.place.store.delete_snapshot(snapshot.table, snapshot.snapshot_id))
 
 
 async def _io(place: SnapshotPlace, doing: str, call: Awaitable[T]) -> T:
@@ -190,3 +203,55 @@ async def _io(place: SnapshotPlace, doing: str, call: Awaitable[T]) -> T:
                                   "and writable") from exc
     except SnapshotCorrupt as exc:
         raise SnapshotStoreFailed(f"{place} holds a damaged snapshot ({doing}): {exc}") from exc
+
+
+async def create_snapshots(coordination: CoordinationStore, catalog: Catalog, stored: Sequence[TableId],
+                           tables: Sequence[TableId], user_meta: Mapping[str, Any], *,
+                           command_timeout: float) -> Created:
+    """Snapshots of `tables` (none: every table of `stored`, the tables with a snapshot store)."""
+    tables = list(dict.fromkeys(tables)) or list(stored)
+    for table in tables:
+        if table not in stored:
+            catalog.require_table(table)  # NotFound naming the configured tables
+            raise PreconditionFailed(f"table {table} has no snapshot store: add a snapshot {{ ... }} section to its "
+                                     "replication-fanout target (see docs/configuration.md)")
+    by_instance = _assign(tables, (await Reports.read(coordination)).of("fanout"))
+    commands = [(f"fanout:{instance}", CommandKind.SNAPSHOT, {"tables": [str(t) for t in mine],
+                                                              "user_meta": dict(user_meta)})
+                for instance, mine in by_instance.items()]
+    answers = await command_answers(coordination, commands, command_timeout,
+                                    "the snapshot may still be written (ListSnapshots shows it then)")
+    return _created(tables, by_instance, {target.removeprefix("fanout:"): answer for target, answer in answers})
+
+
+def _assign(tables: list[TableId], instances: Sequence[InstanceStatus]) -> dict[str, list[TableId]]:
+    """instance id -> the tables it is asked to snapshot; PreconditionFailed when a table has no instance."""
+    by_instance: dict[str, list[TableId]] = {}
+    for table in tables:
+        entries = [(i, reported_tables(i).get(str(table))) for i in instances]
+        serving = [(i, entry) for i, entry in entries if isinstance(entry, Mapping)]
+        if not serving:
+            raise PreconditionFailed(f"no live fan-out instance serves table {table}, so nobody can take its "
+                                     "snapshot; start laredo-fanout with this table (and a redis section) and "
+                                     "retry once it reports in")
+        best, _ = min(serving, key=lambda s: (not s[1].get("ready", False), bool(s[0].status.get("draining")),
+                                              s[0].instance_id))
+        by_instance.setdefault(best.instance_id, []).append(table)
+    return by_instance
+
+
+def _created(tables: list[TableId], by_instance: dict[str, list[TableId]],
+             results: dict[str, CommandResult]) -> Created:
+    ids: list[str] = []
+    lines: list[str] = []
+    for table in tables:
+        instance = next(i for i, mine in by_instance.items() if table in mine)
+        result = results[instance]
+        snapshot_id = mapping_in(result.details, "snapshots").get(str(table))
+        if snapshot_id:
+            ids.append(str(snapshot_id))
+            lines.append(f"{table}: snapshot {snapshot_id} written by {instance}")
+            continue
+        why = mapping_in(result.details, "failed").get(str(table)) or result.message or result.status.value
+        lines.append(f"{table}: no snapshot from {instance} ({result.status.value}: {why})")
+    return Created(len(ids) == len(tables), tuple(ids), "; ".join(lines))

@@ -157,9 +157,9 @@ class StatusWatch:
     def _start(self) -> InstanceTracker:
         if self.running and self._tracker is not None:
             return self._tracker
-        tracker = InstanceTracker(self._store, self._catalog, self._deliver,
-                                  refresh_interval=self._refresh_interval, recovery_grace=self._recovery_grace)
-        self._tracker = tracker
+        self._tracker = tracker = InstanceTracker(self._store, self._catalog, self._deliver,
+                                                  refresh_interval=self._refresh_interval,
+                                                  recovery_grace=self._recovery_grace)
         self._task = asyncio.create_task(self._run(tracker), name="oam-status-watch")
         self._task.add_done_callback(self._ended)
         return tracker
@@ -210,13 +210,13 @@ class StatusWatch:
                     watcher.offer(event)
 
     def _follow_rows(self) -> None:
-        if self._tail is not None:
-            self._tail.follow(self._topics())
-
-    def _topics(self) -> frozenset[TailTopic]:
-        """What the watchers need: whole sources for an unfiltered watcher, else the admitted pipelines' tables."""
+        """Follow what the watchers need: whole sources for an unfiltered watcher, else the admitted pipelines'
+        tables."""
+        if self._tail is None:
+            return
         keys = self._catalog.pipelines()
         if any(w.filter.everything for w in self._watchers):
-            return frozenset(TailTopic(k.source_id) for k in keys)
-        return frozenset(TailTopic(k.source_id, k.table) for k in keys
-                         if any(w.filter.admits_pipeline(k) for w in self._watchers))
+            self._tail.follow(frozenset(TailTopic(k.source_id) for k in keys))
+        else:
+            self._tail.follow(frozenset(TailTopic(k.source_id, k.table) for k in keys
+                                        if any(w.filter.admits_pipeline(k) for w in self._watchers)))

@@ -20,6 +20,7 @@ from laredo_kernel.changes import TableId
 from laredo_core.coordination.ports import InstanceStatus
 
 from laredo_oam.domain.errors import NotFound, PreconditionFailed
+from laredo_oam.domain.states import mapping_in
 
 #: instance id -> the tables it reports -> its report of the table.
 Served = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -73,10 +74,7 @@ def _refusal(chosen: tuple[str, ...], stranded: tuple[str, ...], served: Served,
 
 
 def _tables(status: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
-    tables = status.get("tables")
-    if not isinstance(tables, Mapping):
-        return {}
-    return {str(name): entry for name, entry in tables.items() if isinstance(entry, Mapping)}
+    return {str(name): entry for name, entry in mapping_in(status, "tables").items() if isinstance(entry, Mapping)}
 
 
 def _serving(served: Served, table: str) -> list[str]:

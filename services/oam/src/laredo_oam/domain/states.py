@@ -77,3 +77,9 @@ def is_ready(state: PipelineState) -> bool:
     """A pipeline serves complete, current data. A paused one is not ready: its target still serves what it
     has, but changes made since the pause are not applied (CheckReady names the pause and the WAL waiting)."""
     return state is PipelineState.STREAMING
+
+
+def mapping_in(report: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """report[key] when it is a mapping, else {}: reports are JSON that other services write."""
+    value = report.get(key)
+    return value if isinstance(value, Mapping) else {}

@@ -41,14 +41,10 @@ class ManualClock:
         self.value += seconds
 
 
-class _Span:
-    __slots__ = ("attributes",)
+class _Span(dict[str, Any]):
+    """A phase's attributes, set() as on a span."""
 
-    def __init__(self, attributes: dict[str, Any]) -> None:
-        self.attributes = attributes
-
-    def set(self, key: str, value: Any) -> None:
-        self.attributes[key] = value
+    set = dict.__setitem__
 
 
 @dataclass
@@ -61,8 +57,8 @@ class RecordingObserver:
 
     @contextlib.contextmanager
     def phase(self, name: str, attributes: Mapping[str, Any]) -> Iterator[_Span]:
-        span = _Span(dict(attributes))
-        self.phases.append((name, span.attributes, self._depth))
+        span = _Span(attributes)
+        self.phases.append((name, span, self._depth))
         self._depth += 1
         try:
             yield span

@@ -36,6 +36,7 @@ class NatsStreamBounds:
         for attempt in range(1, self._attempts + 1):
             try:
                 read = await self._reader.bounds(source_id, table)
+                return TailBounds(read.stream, read.first_sequence, read.last_sequence, read.subject_last_sequence)
             except StreamBoundsUnavailable as exc:
                 if not exc.retryable:
                     raise StreamUnavailable(f"{exc}; {table} cannot be compacted yet") from None
@@ -44,8 +45,6 @@ class NatsStreamBounds:
                 log.warning("%s: stream bounds not read (%s); attempt %d of %d in %.1f s", table, exc, attempt + 1,
                             self._attempts, self._retry_wait)
                 await asyncio.sleep(self._retry_wait)  # a short backoff before asking NATS again
-            else:
-                return TailBounds(read.stream, read.first_sequence, read.last_sequence, read.subject_last_sequence)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def aclose(self) -> None:

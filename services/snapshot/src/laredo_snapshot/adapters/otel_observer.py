@@ -1,10 +1,5 @@
-"""Observer on OpenTelemetry: one span per compaction phase, histograms prefixed `laredo.snapshot.`.
-
-Spans: `snapshot.compact` (attribute laredo.table) around `snapshot.read_tail`, `snapshot.fold` (the Spark
-fold-and-write job, or the sequential fold), `snapshot.write` (sequential only), `snapshot.checksum`,
-`snapshot.manifest` and `snapshot.retention`. Histograms: `laredo.snapshot.rows`,
-`laredo.snapshot.duration_seconds`, `laredo.snapshot.rows_per_second`, `laredo.snapshot.failures`.
-"""
+"""Observer on OpenTelemetry: one span per compaction phase (ports.Observer names them), histograms prefixed
+`laredo.snapshot.`; the Spark engine folds and writes in one `snapshot.fold` span, the sequential one in two."""
 
 from __future__ import annotations
 

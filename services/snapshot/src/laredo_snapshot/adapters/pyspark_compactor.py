@@ -101,8 +101,7 @@ class PysparkCompactor:
             if not plan.advances(start):
                 return None
             if job.gap and not plan.resets:
-                raise TailGap(job.table, job.stream, job.base.stream_sequence if job.base else 0,
-                              job.after_sequence + 1)
+                raise TailGap(job.table, job.stream, start.stream_sequence, job.after_sequence + 1)
             if plan.sequential_reason:
                 log.warning("%s: folding this tail key by key would not be exact (%s); folding it in order instead",
                             table, plan.sequential_reason)
@@ -226,7 +225,7 @@ class PysparkCompactor:
         task_write = sum(w.write_seconds for w in written)
         share = task_fold / (task_fold + task_write) if task_fold + task_write > 0 else 1.0
         times = PhaseTimes(read_tail=read_seconds, fold=fold_write * share, write=fold_write * (1 - share),
-                           checksum=checksum_seconds, task_fold=task_fold, task_write=task_write)
+                           checksum=checksum_seconds)
         assert plan.position is not None
         return CompactionResult(
             columns=plan.columns, key_columns=plan.key_columns, row_count=sum(w.part.rows for w in written),

@@ -129,22 +129,16 @@ def read_tail(opener: TailOpener, source_id: str, table: TableId,
 def write_parts(target: TargetSpec, first_index: int, lines: Iterable[str], started: float) -> Iterator[PartWritten]:
     """Write `lines` as parts of at most part_rows rows, named from first_index on; fold time is what passed
     between `started` and each write (producing the lines), write time the writing itself."""
-    opened = build_snapshot_store(target.store)
-    index, chunk, part_rows = first_index, [], target.part_rows
+    opened, remaining = build_snapshot_store(target.store), iter(lines)
     with closing(_Loop()) as loop:
-        for line in itertools.chain(lines, [None]):
-            if line is not None:
-                chunk.append(line)
-                if len(chunk) < part_rows:
-                    continue
-            if not chunk:
-                break
+        chunks = iter(lambda: list(itertools.islice(remaining, target.part_rows)), [])
+        for index, chunk in enumerate(chunks, start=first_index):
             produced = time.perf_counter()
             part, data = _encode(target, index, chunk)
             loop.run(opened.write_part(target.table, target.snapshot_id, part.name, data))
             written = time.perf_counter()
             yield PartWritten(index, part, produced - started, written - produced)
-            index, chunk, started = index + 1, [], written
+            started = written
 
 
 def _encode(target: TargetSpec, index: int, lines: list[str]) -> tuple[SnapshotPart, bytes]:

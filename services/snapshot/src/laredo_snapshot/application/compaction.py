@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from laredo_core.snapshots.errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreUnavailable
@@ -36,7 +36,6 @@ class CompactionOutcome:
     manifest: SnapshotManifest | None
     reason: str = ""
     result: CompactionResult | None = None
-    removed: tuple[str, ...] = ()  # snapshots retention removed
     seconds: float = 0.0
 
 
@@ -54,18 +53,16 @@ class TableCompaction:
         table = self.job.table
         started = self._clock.now()
         with self._observer.phase("snapshot.compact", {"laredo.table": str(table)}) as span:
-            outcome = await self._run(started, user_meta)
-            seconds = self._clock.now() - started
+            outcome = replace(await self._run(started, user_meta), seconds=self._clock.now() - started)
             span.set("laredo.snapshot.written", outcome.manifest is not None)
             if outcome.manifest is None:
                 log.info("%s: no new snapshot (%s)", table, outcome.reason)
-                return CompactionOutcome(None, outcome.reason, seconds=seconds)
-            manifest, result = outcome.manifest, outcome.result
-            span.set("laredo.snapshot.id", manifest.snapshot_id)
-            span.set("laredo.snapshot.rows", manifest.row_count)
-            self._record(manifest, result, seconds)
-            removed = await self._apply_retention()
-        return CompactionOutcome(manifest, "", result, removed, seconds)
+                return outcome
+            span.set("laredo.snapshot.id", outcome.manifest.snapshot_id)
+            span.set("laredo.snapshot.rows", outcome.manifest.row_count)
+            self._record(outcome.manifest, outcome.result, outcome.seconds)
+            await self._apply_retention()
+        return outcome
 
     async def _run(self, started: float, user_meta: Mapping[str, Any] | None) -> CompactionOutcome:
         stream = await self._bounds.bounds(self.job.source_id, self.job.table)
@@ -74,7 +71,7 @@ class TableCompaction:
             after = base.stream_sequence if base is not None else 0
             if stream.table_last_sequence <= after:
                 return CompactionOutcome(None, f"no message after stream sequence {after}")
-            job = self._job(base, stream, started)
+            job = self._job(base, after, stream, started)
             log.info("%s: compacting %s and stream %s messages %d..%d into snapshot %s", self.job.table,
                      f"snapshot {base.snapshot_id} ({base.row_count} rows)" if base is not None else "nothing",
                      stream.stream, job.after_sequence + 1, job.end_sequence, job.snapshot_id)
@@ -114,8 +111,7 @@ class TableCompaction:
                 usable.append(manifest)
         return usable
 
-    def _job(self, base: SnapshotManifest | None, stream: TailBounds, started: float) -> CompactionJob:
-        after = base.stream_sequence if base is not None else 0
+    def _job(self, base: SnapshotManifest | None, after: int, stream: TailBounds, started: float) -> CompactionJob:
         gap = stream.first_sequence > after + 1
         snapshot_id = snapshot_id_for(started, stream.table_last_sequence, secrets.token_hex(3))
         return CompactionJob(table=self.job.table, source_id=self.job.source_id, store=self.job.store,
@@ -130,16 +126,13 @@ class TableCompaction:
             log.warning("%s: could not remove the parts of unfinished snapshot %s (%s); they stay invisible",
                         job.table, job.snapshot_id, exc)
 
-    async def _apply_retention(self) -> tuple[str, ...]:
+    async def _apply_retention(self) -> None:
         job = self.job
         with self._observer.phase("snapshot.retention", {"laredo.table": str(job.table)}):
             manifests = await self._store.list_snapshots(job.table)
-            removed = []
             for manifest in expired(manifests, self._clock.now(), job.keep_count, job.max_age):
                 await self._store.delete_snapshot(job.table, manifest.snapshot_id)
-                removed.append(manifest.snapshot_id)
                 log.info("%s: snapshot %s removed by retention", job.table, manifest.snapshot_id)
-        return tuple(removed)
 
     def _record(self, manifest: SnapshotManifest, result: CompactionResult | None, seconds: float) -> None:
         table = str(self.job.table)

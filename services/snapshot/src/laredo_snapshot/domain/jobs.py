@@ -61,14 +61,12 @@ class CompactionJob:
 
 @dataclass(frozen=True, slots=True)
 class PhaseTimes:
-    """Wall-clock seconds of each phase (task_* : seconds summed over the parallel tasks)."""
+    """Wall-clock seconds of each phase."""
 
     read_tail: float = 0.0
     fold: float = 0.0
     write: float = 0.0
     checksum: float = 0.0
-    task_fold: float = 0.0
-    task_write: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,11 +89,6 @@ def snapshot_record(line: str, key_columns: tuple[str, ...]) -> Record:
     return key_of(json.loads(line), key_columns), (*BASE_POSITION, 0, 0, Op.PUT.value, line, None, "")
 
 
-def summarize(sequence: int, batch: ChangeBatchInfo) -> MessageSummary:
-    """The summary of one message without building its records (the sequential fold's plan)."""
-    return _summary(sequence, batch, "")
-
-
 def records_of(sequence: int, batch: ChangeBatchInfo) -> tuple[list[Record], MessageSummary]:
     """The records of one decoded message (values JSON-compatible) and its summary."""
     records: list[Record] = []
@@ -104,7 +99,7 @@ def records_of(sequence: int, batch: ChangeBatchInfo) -> tuple[list[Record], Mes
         for change in batch.changes:
             why = _add_records(records, sequence, change, key_columns, baseline, batch.baseline_id)
             needs_sequential = needs_sequential or why
-    return records, _summary(sequence, batch, needs_sequential)
+    return records, summarize(sequence, batch, needs_sequential)
 
 
 def position_pair(position: Position) -> tuple[int, int]:
@@ -113,7 +108,8 @@ def position_pair(position: Position) -> tuple[int, int]:
     return (position.epoch << 64 | position.lsn, position.ordinal)
 
 
-def _summary(sequence: int, batch: ChangeBatchInfo, needs_sequential: str) -> MessageSummary:
+def summarize(sequence: int, batch: ChangeBatchInfo, needs_sequential: str = "") -> MessageSummary:
+    """The summary of one message (alone, without building its records: the sequential fold's plan)."""
     changes = batch.changes
     return MessageSummary(sequence, batch.kind, batch.commit_lsn, batch.baseline_id, batch.last_chunk,
                           batch.columns, changes[0].position if changes else None,

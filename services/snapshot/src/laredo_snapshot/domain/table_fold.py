@@ -13,7 +13,7 @@ from typing import Any
 
 from laredo_kernel.changes import ChangeBatchInfo, ColumnInfo
 from laredo_kernel.position import Position
-from laredo_kernel.table_core import ColumnsKey, MissingKeyValue, PlainRow, TableCore
+from laredo_kernel.table_core import ColumnsKey, PlainRow, TableCore
 from laredo_kernel.table_replay import columns_to_adopt, replay
 
 from laredo_snapshot.domain.records import Key
@@ -23,12 +23,8 @@ class _Keyless(Exception):
     """A change whose row lacks a key value: fan-out keeps it as a dead letter and goes on; so does the fold."""
 
 
-def _keyless(missing: MissingKeyValue) -> _Keyless:
-    return _Keyless(str(missing))
-
-
 def _key(columns: tuple[str, ...]) -> ColumnsKey:
-    return ColumnsKey(columns, _keyless)
+    return ColumnsKey(columns, _Keyless)  # the MissingKeyValue's message, as a _Keyless
 
 
 class TableFold:
@@ -66,12 +62,9 @@ class TableFold:
             self.columns = columns
             if batch.key_columns != self.key_columns:
                 self._core.rekey(_key(batch.key_columns))
-        replay(self._core, self, batch, _ignore, refused=(_Keyless,), on_refused=self._count_keyless)
+        replay(self._core, self, batch, lambda _effect, _position: None, refused=(_Keyless,),
+               on_refused=self._count_keyless)
         self.stream_sequence = sequence
 
     def _count_keyless(self, _index: int, _error: Exception) -> None:
         self.keyless += 1
-
-
-def _ignore(_effect: object, _position: Position) -> None:
-    return None

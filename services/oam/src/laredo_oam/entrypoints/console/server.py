@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 from importlib import resources
-from typing import Any
 
 from aiohttp import web
 
@@ -38,7 +37,7 @@ class ConsoleServer:
     async def start(self) -> ConsoleServer:
         app = web.Application()
         app.router.add_get("/console", self._to_page)
-        app.router.add_get("/console/", self._page)
+        app.router.add_get("/console/", self._asset)
         app.router.add_get("/console/identity", self._identity)
         app.router.add_get("/console/{name}", self._asset)
         self._runner = web.AppRunner(app, access_log=None)
@@ -57,26 +56,20 @@ class ConsoleServer:
     async def _to_page(self, _: web.Request) -> web.Response:
         raise web.HTTPMovedPermanently("/console/")
 
-    async def _page(self, request: web.Request) -> web.Response:
-        return _file("index.html")
-
     async def _asset(self, request: web.Request) -> web.Response:
-        return _file(request.match_info["name"])
+        return _file(request.match_info.get("name", "index.html"))
 
     async def _identity(self, request: web.Request) -> web.Response:
         """{"role": "admin" | "read" | null, "name", "authenticated"}; 401 with the reason for a credential that
         does not verify. Without `auth` configured every caller may do everything."""
         if self._authenticator is None:
-            return web.json_response(_identity_body("admin", "anyone (no authentication configured)", False))
+            return web.json_response({"role": "admin", "name": "anyone (no authentication configured)",
+                                      "authenticated": False})
         found = self._authenticator.authenticate({k.lower(): v for k, v in request.headers.items()}, "console")
         if not isinstance(found, Identity):
             return web.json_response({"error": found.message}, status=401)
-        return web.json_response(_identity_body(found.role.label if found.role is not None else None,
-                                                found.name, True))
-
-
-def _identity_body(role: str | None, name: str, authenticated: bool) -> dict[str, Any]:
-    return {"role": role, "name": name, "authenticated": authenticated}
+        return web.json_response({"role": found.role.label if found.role is not None else None, "name": found.name,
+                                  "authenticated": True})
 
 
 def _file(name: str) -> web.Response:

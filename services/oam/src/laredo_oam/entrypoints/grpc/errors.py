@@ -12,13 +12,11 @@ import grpc
 from laredo_core.grpc_errors import status_for as shared_status_for
 from laredo_core.redaction import scrub
 
-from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.entrypoints.grpc.redacted import redacted
 from laredo_oam.ports import CoordinationUnavailable, DeadLetterStoreUnavailable
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-T = TypeVar("T")
 
 
 def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
@@ -30,13 +28,6 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, str]:
     elif isinstance(error, DeadLetterStoreUnavailable):
         message = scrub(f"the dead-letter store (NATS JetStream) is unavailable: {error}")
     return code, message
-
-
-def set_up(part: T | None, missing: str) -> T:
-    """A part of the servicer (a use case); FAILED_PRECONDITION saying `missing` when OAM was built without it."""
-    if part is None:
-        raise PreconditionFailed(missing)
-    return part
 
 
 def mapped_errors(handler: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]

@@ -1,15 +1,18 @@
-"""OAM domain views -> protobuf messages."""
+"""OAM domain views, snapshots, dead letters and WatchStatus events -> protobuf messages (user_meta back)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
 from laredo.v1 import oam_pb2
 from laredo_core.coordination.ports import InstanceStatus
+from laredo_core.deadletters.model import DeadLetter
 
+from laredo_oam.application.snapshots import StoredSnapshot
 from laredo_oam.domain.catalog import ConfiguredSource
 from laredo_oam.domain.states import PipelineState, ServiceState
 from laredo_oam.domain.views import (
@@ -20,6 +23,13 @@ from laredo_oam.domain.views import (
     SourceView,
     SystemStatus,
     TableListing,
+)
+from laredo_oam.domain.watch import (
+    PipelineStateChanged,
+    RowChanged,
+    ServiceStateChanged,
+    SourceStateChanged,
+    WatchEvent,
 )
 
 
@@ -124,3 +134,58 @@ def column(view: ColumnView) -> oam_pb2.ColumnDefinition:
         ordinal_position=view.ordinal_position, column_name=view.name, data_type=view.data_type,
         not_null=view.not_null, is_primary_key=view.primary_key_ordinal > 0,
         primary_key_ordinal=view.primary_key_ordinal)
+
+
+def watch_response(event: WatchEvent) -> oam_pb2.WatchStatusResponse:
+    stamp = timestamp(event.unix_ms)
+    if isinstance(event, RowChanged):
+        key = event.key
+        return oam_pb2.WatchStatusResponse(timestamp=stamp, row_change=oam_pb2.RowChange(
+            pipeline_id=key.pipeline_id, schema=key.table.schema, table=key.table.name, action=event.action.value,
+            position=event.position, xid=event.xid))
+    if isinstance(event, PipelineStateChanged):
+        return oam_pb2.WatchStatusResponse(timestamp=stamp, pipeline_state_change=oam_pb2.PipelineStateChangeEvent(
+            pipeline_id=event.key.pipeline_id, old_state=pipeline_state(event.old),
+            new_state=pipeline_state(event.new)))
+    if isinstance(event, SourceStateChanged):
+        return oam_pb2.WatchStatusResponse(timestamp=stamp, source_state_change=oam_pb2.SourceStateChange(
+            source_id=event.source_id, event_type=event.link.value, message=event.message))
+    if isinstance(event, ServiceStateChanged):
+        return oam_pb2.WatchStatusResponse(timestamp=stamp, service_state_change=oam_pb2.ServiceStateChange(
+            old_state=service_state(event.old), new_state=service_state(event.new)))
+    raise TypeError(f"unknown WatchStatus event {event!r}")
+
+
+def snapshot_info(snapshot: StoredSnapshot) -> oam_pb2.SnapshotInfo:
+    manifest = snapshot.manifest
+    created = timestamp_pb2.Timestamp()
+    created.FromMilliseconds(round(manifest.created_at * 1000))  # manifests keep milliseconds
+    return oam_pb2.SnapshotInfo(
+        snapshot_id=manifest.snapshot_id, created_at=created, format=manifest.format,
+        source_positions=[oam_pb2.SourcePositionEntry(source_id=manifest.source_id,
+                                                      position=manifest.source_position)],
+        tables=[oam_pb2.TableSnapshotSummary(schema=snapshot.table.schema, table=snapshot.table.name,
+                                             row_count=manifest.row_count, target_type=snapshot.target_type)],
+        size_bytes=manifest.size_bytes, store_type=snapshot.place.store_type,
+        store_location=snapshot.place.location, user_meta=struct(manifest.user_meta) if manifest.user_meta else None)
+
+
+def user_meta(request_meta: struct_pb2.Struct) -> dict[str, Any]:
+    """The request's user_meta as JSON (numbers arrive as floats: Struct has no integers)."""
+    return json_format.MessageToDict(request_meta)
+
+
+def dead_letter_entry(letter: DeadLetter) -> oam_pb2.DeadLetterEntry:
+    """change_data: new_values / old_values (as clients see rows), or raw_message_base64 when the message does not
+    decode; plus letter_id, stream_sequence, xid, recorded_by and replays (failed replays so far)."""
+    data: dict[str, Any] = {"letter_id": letter.letter_id, "stream_sequence": letter.stream_sequence,
+                            "xid": letter.xid, "recorded_by": letter.recorded_by, "replays": letter.replays}
+    if letter.new_values is not None:
+        data["new_values"] = dict(letter.new_values)
+    if letter.old_values is not None:
+        data["old_values"] = dict(letter.old_values)
+    if not letter.decodable:
+        data["raw_message_base64"] = base64.b64encode(letter.message).decode("ascii")
+    return oam_pb2.DeadLetterEntry(timestamp=timestamp(letter.recorded_unix_ms),
+                                   action=letter.action or "UNDECODABLE", position=letter.position,
+                                   error_message=letter.error, change_data=struct(data))

@@ -1,9 +1,4 @@
-"""The OAM gRPC servicer: thin handlers over the status and administration use cases; the snapshot, restore and
-replay, and dead-letter RPCs come from mixins (snapshot_handlers.py, replay_handlers.py, dead_letter_handlers.py).
-
-Every RPC of the specification is served; a part this OAM was built without (tests build it piecemeal) answers
-FAILED_PRECONDITION saying what is missing.
-"""
+"""The OAM gRPC servicer: thin handlers (parse, call one use case, map back) for every RPC of the service."""
 
 from __future__ import annotations
 
@@ -16,20 +11,15 @@ from laredo_core.grpc_server import ServiceRegistration
 
 from laredo_oam.application.administration import Administration, Outcome
 from laredo_oam.application.dead_letters import DeadLetters
-from laredo_oam.application.replay import Replays
-from laredo_oam.application.restore import Restores
+from laredo_oam.application.replay import Rebuilds
 from laredo_oam.application.snapshots import Snapshots
 from laredo_oam.application.status_view import StatusView
 from laredo_oam.application.status_watch import StatusWatch
 from laredo_oam.domain.errors import PreconditionFailed
 from laredo_oam.domain.states import ServiceState
 from laredo_oam.entrypoints.grpc import mappers
-from laredo_oam.entrypoints.grpc.errors import mapped_errors, set_up, status_for
-from laredo_oam.entrypoints.grpc.dead_letter_handlers import DeadLetterHandlers
+from laredo_oam.entrypoints.grpc.errors import mapped_errors, status_for
 from laredo_oam.entrypoints.grpc.redacted import redacted
-from laredo_oam.entrypoints.grpc.replay_handlers import ReplayHandlers
-from laredo_oam.entrypoints.grpc.snapshot_handlers import SnapshotHandlers
-from laredo_oam.entrypoints.grpc.watch_mappers import watch_response
 
 #: The specification's name first, then the upstream Laredo alias; both serve the same servicer.
 OAM_SERVICE_NAMES = ("laredo.v1.TableSyncOAM", "laredo.v1.LaredoOAMService")
@@ -37,25 +27,17 @@ OAM_SERVICE_NAMES = ("laredo.v1.TableSyncOAM", "laredo.v1.LaredoOAMService")
 Context = grpc.aio.ServicerContext
 
 
-class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
+class OamServicer:
     """Every RPC of laredo.v1.TableSyncOAM (and its upstream alias)."""
 
-    def __init__(self, status: StatusView, admin: Administration, *,
-                 snapshots: Snapshots | None = None, watch: StatusWatch | None = None,
-                 restores: Restores | None = None, replays: Replays | None = None,
-                 dead_letters: DeadLetters | None = None) -> None:
-        self._dead_letters = dead_letters
-        self._status = status
-        self._restores = restores
-        self._replays = replays
-        self._watch = watch
-        self._admin = admin
-        self._snapshots = snapshots
+    def __init__(self, status: StatusView, admin: Administration, *, snapshots: Snapshots, watch: StatusWatch,
+                 rebuilds: Rebuilds, dead_letters: DeadLetters) -> None:
+        self._status, self._admin, self._watch = status, admin, watch
+        self._snapshots, self._rebuilds, self._dead_letters = snapshots, rebuilds, dead_letters
 
     @mapped_errors
     async def GetStatus(self, request: oam_pb2.GetStatusRequest, context: Context) -> oam_pb2.GetStatusResponse:
-        summary = await self._snapshots.summary() if self._snapshots is not None else None
-        return mappers.system_status(await self._status.system_status(), summary)
+        return mappers.system_status(await self._status.system_status(), await self._snapshots.summary())
 
     @mapped_errors
     async def GetTableStatus(self, request: oam_pb2.GetTableStatusRequest,
@@ -76,16 +58,14 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
                           context: Context) -> AsyncIterator[oam_pb2.WatchStatusResponse]:
         """State and row changes until the client leaves; initial metadata is sent once the watch is in place."""
         try:
-            watch = set_up(self._watch, "status watching is not set up in this OAM service (it needs the "
-                                        "coordination store)")
-            watch_filter = watch.filter_for(request.tables, request.pipeline_ids)
+            watch_filter = self._watch.filter_for(request.tables, request.pipeline_ids)
         except Exception as exc:
             await context.abort(*status_for(exc))
             return
-        async with watch.watch(watch_filter) as watcher:
+        async with self._watch.watch(watch_filter) as watcher:
             await context.send_initial_metadata(())
             async for event in watcher:
-                yield redacted(watch_response(event))
+                yield redacted(mappers.watch_response(event))
 
     @mapped_errors
     async def CheckReady(self, request: oam_pb2.CheckReadyRequest, context: Context) -> oam_pb2.CheckReadyResponse:
@@ -153,20 +133,93 @@ class OamServicer(SnapshotHandlers, ReplayHandlers, DeadLetterHandlers):
         return oam_pb2.DrainReplicationResponse(accepted=outcome.accepted, message=outcome.message,
                                                 drained_targets=len(drained), drained_instances=drained)
 
+    @mapped_errors
+    async def CreateSnapshot(self, request: oam_pb2.CreateSnapshotRequest,
+                             context: Context) -> oam_pb2.CreateSnapshotResponse:
+        created = await self._snapshots.create(list(request.tables), mappers.user_meta(request.user_meta))
+        return oam_pb2.CreateSnapshotResponse(accepted=created.accepted, snapshot_id=created.snapshot_id,
+                                              message=created.message)
+
+    @mapped_errors
+    async def ListSnapshots(self, request: oam_pb2.ListSnapshotsRequest,
+                            context: Context) -> oam_pb2.ListSnapshotsResponse:
+        snapshots = await self._snapshots.list(request.table, request.limit)
+        return oam_pb2.ListSnapshotsResponse(snapshots=[mappers.snapshot_info(s) for s in snapshots])
+
+    @mapped_errors
+    async def InspectSnapshot(self, request: oam_pb2.InspectSnapshotRequest,
+                              context: Context) -> oam_pb2.InspectSnapshotResponse:
+        found = await self._snapshots.find(request.snapshot_id)
+        return oam_pb2.InspectSnapshotResponse(info=mappers.snapshot_info(found))
+
+    @mapped_errors
+    async def DeleteSnapshot(self, request: oam_pb2.DeleteSnapshotRequest,
+                             context: Context) -> oam_pb2.DeleteSnapshotResponse:
+        return oam_pb2.DeleteSnapshotResponse(deleted=await self._snapshots.delete(request.snapshot_id))
+
+    @mapped_errors
+    async def PruneSnapshots(self, request: oam_pb2.PruneSnapshotsRequest,
+                             context: Context) -> oam_pb2.PruneSnapshotsResponse:
+        deleted = await self._snapshots.prune(request.keep, request.table)
+        return oam_pb2.PruneSnapshotsResponse(deleted_count=deleted)
+
+    @mapped_errors
+    async def RestoreSnapshot(self, request: oam_pb2.RestoreSnapshotRequest,
+                              context: Context) -> oam_pb2.RestoreSnapshotResponse:
+        restored = await self._rebuilds.restore(request.snapshot_id, confirm=request.confirm,
+                                                skip_meta_check=request.skip_meta_check)
+        return oam_pb2.RestoreSnapshotResponse(accepted=restored.accepted, message=restored.message,
+                                               user_meta=mappers.struct(restored.user_meta),
+                                               warnings=list(restored.warnings))
+
+    @mapped_errors
+    async def StartReplay(self, request: oam_pb2.StartReplayRequest, context: Context) -> oam_pb2.StartReplayResponse:
+        started = await self._rebuilds.start_replay(request.snapshot_id, request.target_pipeline_id, request.speed,
+                                                    list(request.tables))
+        return oam_pb2.StartReplayResponse(accepted=started.accepted, replay_id=started.rebuild_id,
+                                           message=started.message)
+
+    @mapped_errors
+    async def GetReplayStatus(self, request: oam_pb2.GetReplayStatusRequest,
+                              context: Context) -> oam_pb2.GetReplayStatusResponse:
+        status = await self._rebuilds.status(request.replay_id)
+        return oam_pb2.GetReplayStatusResponse(replay_id=status.rebuild_id, state=status.state.value,
+                                               rows_replayed=status.rows_replayed,
+                                               elapsed=mappers.duration(status.elapsed))
+
+    @mapped_errors
+    async def StopReplay(self, request: oam_pb2.StopReplayRequest, context: Context) -> oam_pb2.StopReplayResponse:
+        return oam_pb2.StopReplayResponse(stopped=await self._rebuilds.stop(request.replay_id))
+
+    @mapped_errors
+    async def ListDeadLetters(self, request: oam_pb2.ListDeadLettersRequest,
+                              context: Context) -> oam_pb2.ListDeadLettersResponse:
+        page = await self._dead_letters.list(request.pipeline_id, request.limit)
+        return oam_pb2.ListDeadLettersResponse(entries=[mappers.dead_letter_entry(letter) for letter in page.letters],
+                                               total_count=page.total)
+
+    @mapped_errors
+    async def ReplayDeadLetters(self, request: oam_pb2.ReplayDeadLettersRequest,
+                                context: Context) -> oam_pb2.ReplayDeadLettersResponse:
+        totals = await self._dead_letters.replay(request.pipeline_id)
+        return oam_pb2.ReplayDeadLettersResponse(replayed=totals.replayed, succeeded=totals.succeeded,
+                                                 failed=totals.failed)
+
+    @mapped_errors
+    async def PurgeDeadLetters(self, request: oam_pb2.PurgeDeadLettersRequest,
+                               context: Context) -> oam_pb2.PurgeDeadLettersResponse:
+        return oam_pb2.PurgeDeadLettersResponse(purged=await self._dead_letters.purge(request.pipeline_id))
+
 
 def _succeeded(what: str, outcome: Outcome) -> None:
     if not outcome.accepted:
         raise PreconditionFailed(f"{what} was not carried out: {outcome.message}")
 
 
-def oam_registration(status: StatusView, admin: Administration, *,
-                     snapshots: Snapshots | None = None, watch: StatusWatch | None = None,
-                     restores: Restores | None = None, replays: Replays | None = None,
-                     dead_letters: DeadLetters | None = None) -> ServiceRegistration:
+def oam_registration(servicer: OamServicer) -> ServiceRegistration:
     """The servicer under both service names, ready for laredo_core.grpc_server.start_grpc_server."""
     return ServiceRegistration(
-        servicer=OamServicer(status, admin, snapshots=snapshots, watch=watch, restores=restores,
-                             replays=replays, dead_letters=dead_letters),
+        servicer=servicer,
         add_functions=(oam_pb2_grpc.add_TableSyncOAMServicer_to_server,
                        oam_pb2_grpc.add_LaredoOAMServiceServicer_to_server),
         service_names=OAM_SERVICE_NAMES,
