@@ -44,7 +44,7 @@ from laredo_core.stream.codec import columns_to_proto  # noqa: E402
 from laredo_core.stream.nats_tail import NatsStreamTail  # noqa: E402
 from laredo_core.stream.naming import source_subject_filter, stream_name, table_subject  # noqa: E402
 from laredo_kernel.tuples import encode_tuple  # noqa: E402
-from laredo_snapshot.adapters.memory import SilentObserver  # noqa: E402
+from laredo_snapshot.adapters.memory import RecordingObserver  # noqa: E402
 from laredo_snapshot.adapters.nats_stream_bounds import NatsStreamBounds  # noqa: E402
 from laredo_snapshot.adapters.pyspark_compactor import PysparkCompactor  # noqa: E402
 from laredo_snapshot.adapters.sequential_compactor import SequentialCompactor  # noqa: E402
@@ -126,13 +126,13 @@ class Bench:
         self.nats_url, self.store, self.prefix, self.sessions = nats_url, store, prefix, sessions
         self.stores = SnapshotStores()
         self.tail = NatsStreamTail([nats_url], prefix, json_values=True, client_name="bench")
-        self.sequential = SequentialCompactor(self.tail, self.stores.store_for, SilentObserver())
+        self.sequential = SequentialCompactor(self.tail, self.stores.store_for, RecordingObserver())
         self.bounds = NatsStreamBounds([nats_url], prefix)
         self.runs = 0
 
     def spark(self, partitions: int) -> PysparkCompactor:
         return PysparkCompactor(self.sessions, NatsTailOpener((self.nats_url,), self.prefix), self.stores.store_for,
-                                self.sequential, SilentObserver(), partitions=partitions)
+                                self.sequential, RecordingObserver(), partitions=partitions)
 
     async def compact(self, compactor: Any, table: TableId, base: Any = None, keep: bool = False,
                       fmt: str = "jsonl", visible: bool = True) -> tuple[CompactionResult, float, Any]:
