@@ -153,17 +153,29 @@ def best_of(runs: list[list[float]]) -> float:
     return sum(min(segment) for segment in zip(*runs, strict=True))
 
 
-def scenario(name: str, snapshot: list[bytes], batches: list[bytes], entries: int, count: int, repeat: int) -> None:
+def per_entry(snapshot: list[bytes], batches: list[bytes], entries: int, count: int, repeat: int) -> float:
+    """CPU seconds per entry each of `count` clients of one process applies (best of `repeat` runs)."""
     runs = []
     for _ in range(repeat):
         streams = list(clients(count, snapshot))
         runs.append(timed(streams, batches))
         applied = sum(s.stats.entries_applied for s in streams)
-        assert applied == entries * count, f"{name}: applied {applied} of {entries * count} entries"
+        assert applied == entries * count, f"applied {applied} of {entries * count} entries"
         del streams  # and with them the rows their decoder shares: the next run starts cold
         gc.collect()
-    per_entry = best_of(runs) / (entries * count)
-    print(f"{name:<28} {per_entry * 1e6:6.2f} µs/entry  {1 / per_entry:>10,.0f} entries/s")
+    return best_of(runs) / (entries * count)
+
+
+def shared_clients_cost(count: int = 25, rows: int = 2_000, entries: int = 5_000, batch: int = 100) -> float:
+    """CPU seconds per entry per client for `count` batched clients in one process: what each process of
+    clients needs per entry written to the table (tests/e2e/test_rolling_restart.py sizes its load by it)."""
+    initial, changes = journal(rows, entries)
+    return per_entry(snapshot_messages(initial, batch, 0), messages(changes, batch), entries, count, 2)
+
+
+def scenario(name: str, snapshot: list[bytes], batches: list[bytes], entries: int, count: int, repeat: int) -> None:
+    cost = per_entry(snapshot, batches, entries, count, repeat)
+    print(f"{name:<28} {cost * 1e6:6.2f} µs/entry  {1 / cost:>10,.0f} entries/s")
 
 
 def snapshot_install(rows: list[bytes], batch: int, repeat: int) -> None:
