@@ -8,7 +8,9 @@ Runs on throwaway PostgreSQL and NATS servers with `laredo-ingest` and `laredo-q
      (--client-processes of them) runs CLIENTS asyncio gRPC clients (one channel each), each with INFLIGHT
      concurrent Lookup calls on random emails, for --duration seconds after a --warmup; every Lookup must
      find its row. Reported: requests/s, p50/p90/p99/max latency, the query process's CPU per Lookup;
-  4. in-process (bench/query_memory.py): bytes per row with one unique index, and the load of the same rows
+  4. the floor under those figures: the same load against a bare grpc.aio server answering only the standard
+     grpc.health.v1.Health/Check (no Laredo code, no front door): the CPU any grpcio unary call costs here;
+  5. in-process (bench/query_memory.py): bytes per row with one unique index, and the load of the same rows
      from a snapshot.
 Usage: .venv/bin/python bench/query.py [--rows 1000000] [--duration 15] [--load 4x8 --load 1x1]
 """
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from laredo.v1 import query_pb2 as pb  # noqa: E402
 from laredo.v1 import query_pb2_grpc  # noqa: E402
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # noqa: E402
 from laredo_testing.servers import NatsServer, PostgresServer  # noqa: E402
 from bench.query_memory import report as report_memory  # noqa: E402
 from tests.e2e.harness import ServiceProcess, free_port  # noqa: E402
@@ -76,10 +79,17 @@ def pct(values: list[float], p: float) -> float:
 # ---------------------------------------------------------------- load generator (its own process)
 
 async def _client(port: int, rows: int, inflight: int, warmup_end: float, end: float, seed: int,
-                  latencies: list[float], misses: list[int]) -> None:
+                  latencies: list[float], misses: list[int], floor: bool) -> None:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = query_pb2_grpc.TableSyncQueryStub(channel)
         rnd = random.Random(seed)
+
+        async def check() -> None:  # the floor: grpcio's own unary call
+            check, request = health_pb2_grpc.HealthStub(channel).Check, health_pb2.HealthCheckRequest()
+            while (now := time.perf_counter()) < end:
+                await check(request)
+                if now >= warmup_end:
+                    latencies.append(time.perf_counter() - now)
 
         async def worker() -> None:
             request = pb.LookupRequest(schema="public", table="bench_items")
@@ -94,7 +104,7 @@ async def _client(port: int, rows: int, inflight: int, warmup_end: float, end: f
                 if now >= warmup_end:
                     latencies.append(done - now)
 
-        await asyncio.gather(*(worker() for _ in range(inflight)))
+        await asyncio.gather(*((check if floor else worker)() for _ in range(inflight)))
 
 
 async def _generate(args: argparse.Namespace) -> None:
@@ -103,8 +113,18 @@ async def _generate(args: argparse.Namespace) -> None:
     latencies: list[float] = []
     misses: list[int] = []
     await asyncio.gather(*(_client(args.port, args.rows, args.inflight, warmup_end, end, args.seed * 100 + i,
-                                   latencies, misses) for i in range(args.clients)))
+                                   latencies, misses, args.floor) for i in range(args.clients)))
     print(json.dumps({"latencies": latencies, "misses": len(misses), "seconds": args.duration}))
+
+
+async def _serve_floor(port: int) -> None:
+    """A bare grpc.aio server with the standard health service only: what any grpcio unary call costs."""
+    server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("serving", flush=True)
+    await server.wait_for_termination()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -112,10 +132,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_load(port: int, clients: int, inflight: int, args: argparse.Namespace) -> tuple[list[float], int]:
+def run_load(port: int, clients: int, inflight: int, args: argparse.Namespace,
+             floor: bool = False) -> tuple[list[float], int]:
     command = [sys.executable, __file__, "--generate", "--port", str(port), "--rows", str(args.rows),
                "--clients", str(clients), "--inflight", str(inflight), "--duration", str(args.duration),
-               "--warmup", str(args.warmup)]
+               "--warmup", str(args.warmup), *(["--floor"] if floor else [])]
     procs = [subprocess.Popen([*command, "--seed", str(i + 1)], stdout=subprocess.PIPE, text=True)
              for i in range(args.client_processes)]
     latencies: list[float] = []
@@ -157,25 +178,47 @@ async def run(args: argparse.Namespace) -> None:
                   f"after {loaded:.1f}s = {args.rows / loaded:,.0f} rows/s end to end; query RSS "
                   f"{rss_mib(query.proc.pid):,.0f} MiB")
             await check_count(query_port, args.rows)
-            for load in args.load:
-                clients, inflight = (int(n) for n in load.lower().split("x"))
-                await measure(query.proc.pid, query_port, clients, inflight, args)
+            lookups = {load: await measure(query.proc.pid, query_port, load, args) for load in args.load}
         finally:
             query.stop()
             ingest.stop()
+    for load, lookup in lookups.items():
+        await measure_floor(load, lookup, args)
     report_memory(args.rows)  # in-process, once the services are gone
 
 
-async def measure(server_pid: int, port: int, clients: int, inflight: int, args: argparse.Namespace) -> None:
+async def measure(server_pid: int, port: int, load: str, args: argparse.Namespace, floor: bool = False) -> float:
+    """Run one load (CLIENTSxINFLIGHT) and print its figures; the server's CPU seconds per request."""
+    clients, inflight = (int(n) for n in load.lower().split("x"))
     cpu_before = cpu_seconds(server_pid)
-    latencies, misses = await asyncio.to_thread(run_load, port, clients, inflight, args)
+    latencies, misses = await asyncio.to_thread(run_load, port, clients, inflight, args, floor)
     requests = len(latencies) / args.duration
     cpu_per_request = (cpu_seconds(server_pid) - cpu_before) / (args.warmup + args.duration) / max(requests, 1)
     ms = [x * 1000 for x in latencies]
-    print(f"Lookup (unique index, random keys), {args.client_processes} load process(es) x {clients} clients x "
-          f"{inflight} in flight, {args.duration:.0f}s: {requests:,.0f} requests/s; latency p50 {pct(ms, 50):.2f} ms, "
-          f"p90 {pct(ms, 90):.2f} ms, p99 {pct(ms, 99):.2f} ms, max {max(ms):.2f} ms; query CPU "
-          f"~{cpu_per_request * 1e6:.0f} us per Lookup; misses {misses}")
+    what = "Health/Check on a bare grpc.aio server" if floor else "Lookup (unique index, random keys)"
+    print(f"{what}, {args.client_processes} load process(es) x {clients} clients x {inflight} in flight, "
+          f"{args.duration:.0f}s: {requests:,.0f} requests/s; latency p50 {pct(ms, 50):.2f} ms, "
+          f"p90 {pct(ms, 90):.2f} ms, p99 {pct(ms, 99):.2f} ms, max {max(ms):.2f} ms; server CPU "
+          f"~{cpu_per_request * 1e6:.0f} us per call" + ("" if floor else f"; misses {misses}"))
+    return cpu_per_request
+
+
+async def measure_floor(load: str, lookup: float, args: argparse.Namespace) -> None:
+    """The same load against a bare grpcio server: the part of Lookup's CPU that is grpcio's own per call."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, __file__, "--serve-floor", "--port", str(port)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        if server.stdout.readline().strip() != "serving":
+            raise SystemExit(f"the bare grpcio server did not start (exit code {server.wait()})")
+        floor = await measure(server.pid, port, load, args, floor=True)
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"  -> of Lookup's {lookup * 1e6:.0f} us of CPU per call at {load}, grpcio's own unary call takes "
+          f"{floor * 1e6:.0f} us ({floor / lookup:.0%}); the query service's code the rest, "
+          f"{(lookup - floor) * 1e6:.0f} us (goal: 70 us in all)")
 
 
 async def check_count(port: int, rows: int) -> None:
@@ -200,9 +243,11 @@ def main() -> None:
     parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.load = args.load or ["4x8", "1x1"]
-    asyncio.run(_generate(args) if args.generate else run(args))
+    asyncio.run(_generate(args) if args.generate else _serve_floor(args.port) if args.serve_floor else run(args))
 
 
 if __name__ == "__main__":
