@@ -85,9 +85,9 @@ async def _client(port: int, rows: int, inflight: int, warmup_end: float, end: f
         rnd = random.Random(seed)
 
         async def check() -> None:  # the floor: grpcio's own unary call
-            check, request = health_pb2_grpc.HealthStub(channel).Check, health_pb2.HealthCheckRequest()
+            call, request = health_pb2_grpc.HealthStub(channel).Check, health_pb2.HealthCheckRequest()
             while (now := time.perf_counter()) < end:
-                await check(request)
+                await call(request)
                 if now >= warmup_end:
                     latencies.append(time.perf_counter() - now)
 

@@ -42,8 +42,8 @@ class FrontDoorSettings:
     max_request_bytes: int = 4 * 1024 * 1024  # one request message, on every protocol
     # what the door holds per connection before it pushes back on the service (a client that reads slowly
     # then slows its own stream, and the service's per-client limits decide); Envoy's default. A Sync message
-    # larger than this (500 entries of 100 bytes are 50 KB) would push back on every message: at 32 KiB, batched
-    # clients got 45 % fewer deliveries/s than direct gRPC (bench/fanout.py --phases frontdoor), at 1 MiB 10-20 %
+    # larger than this (500 entries of 100 bytes are 50 KB) pushes back on the service every time: at 32 KiB,
+    # Envoy and the fan-out spent about twice the CPU on batched clients (bench/fanout.py --phases frontdoor)
     connection_buffer_bytes: int = 1024 * 1024
     max_response_bytes: int = 64 * 1024 * 1024  # one Connect unary response, which the door buffers
     # each call's HTTP/2 window towards the service: what the service may send ahead of a slow reader
