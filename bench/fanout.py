@@ -261,7 +261,7 @@ async def measure_deliveries(server: FanoutProcess, js: object, clients: int, ba
     envoy_kernel = server.child_cpu_seconds(kernel=True) - envoy_kernel
     readers.wait()
     shape = f"batched (max_batch_size {batch})" if batch > 1 else "one entry per message"
-    # Envoy's time in the kernel: the reads from the service and the writes to each client, per message
+    # Envoy's time in the kernel: its reads from the service and its writes to the clients (docs/front-door.md)
     door = (f"; front door (Envoy) CPU {envoy_used:.1f}s, {envoy_kernel / max(envoy_used, 1e-6):.0%} of it in the "
             f"kernel, {envoy_used / (clients * changes / max(batch, 1)) * 1e6:.0f} us per message"
             if server.front_door else "")
