@@ -91,6 +91,13 @@ async def test_a_redis_outage_is_survived(private_redis: RedisServer, unique_nam
         await eventually(lambda: len(received) == 1, what="a command before the outage")
 
         loop = asyncio.get_running_loop()
+        lost_at: list[float] = []
+
+        async def note_loss() -> None:  # when the lease was given up, apart from how long the checks below take
+            await lease.lost.wait()
+            lost_at.append(loop.time())
+
+        tasks.append(asyncio.create_task(note_loss()))
         await asyncio.to_thread(private_redis.stop)
         stopped_at, logged_before_stop = loop.time(), len(caplog.records)
         for name, call in calls_to_refuse(store).items():
@@ -99,11 +106,11 @@ async def test_a_redis_outage_is_survived(private_redis: RedisServer, unique_nam
                 await call()
             assert loop.time() - started < FAIL_FAST_SECONDS, f"{name} took too long to fail"
 
-        await eventually(lease.lost.is_set, timeout=5, what="the leader to give up its lease")
-        assert loop.time() - stopped_at < lease.ttl and not lease.is_leader
+        await eventually(lambda: bool(lost_at), timeout=5, what="the leader to give up its lease")
+        assert lost_at[0] - stopped_at < lease.ttl and not lease.is_leader
         beats_at_cut = beats
         await eventually(lambda: beats >= beats_at_cut + 3, what="heartbeats to go on during the outage")
-        assert not any(task.done() for task in tasks), "no loop may end because of the outage"
+        assert not any(task.done() for task in tasks[:3]), "no loop may end because of the outage"
 
         logged_before_start = len(caplog.records)
         await asyncio.to_thread(private_redis.start)  # same port, no data
