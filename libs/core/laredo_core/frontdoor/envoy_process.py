@@ -59,6 +59,30 @@ def envoy_binary(configured: str = "") -> str:
     return found
 
 
+def batch_schedule(pid: int) -> int:
+    """Put every thread of process `pid` under Linux's SCHED_BATCH policy (threads it starts later inherit it);
+    returns how many were set, 0 where the system has no such policy. A thread that ended meanwhile is skipped;
+    a refusal raises OSError.
+
+    Such a thread is never switched to when it wakes up while another one runs: it waits for its turn. A front
+    door under it therefore reads the many messages the service wrote in the meantime at once, instead of waking
+    for each of them and taking the CPU the service needs to write the next (docs/front-door.md, "Cost").
+    """
+    policy = getattr(os, "SCHED_BATCH", None)
+    if policy is None:
+        return 0
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:  # the process ended (or no /proc)
+        return 0
+    done = 0
+    for tid in threads:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setscheduler(int(tid), policy, os.sched_param(0))
+            done += 1
+    return done
+
+
 class EnvoyFrontDoor:
     """One Envoy in front of one grpcio server. `backend_socket` is where grpcio must listen (unix:...)."""
 
@@ -78,6 +102,7 @@ class EnvoyFrontDoor:
         self._watch: asyncio.Task[None] | None = None
         self._log_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._schedule_refused = False
         self.port = 0
 
     @property
@@ -109,6 +134,7 @@ class EnvoyFrontDoor:
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE, start_new_session=True, **launch)
         self._log_task = asyncio.create_task(self._relay_log(self._process), name=f"{self._name}-envoy-log")
+        self._schedule()  # its first thread, before it starts the others: they inherit the policy
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self._process.returncode is not None:
@@ -119,6 +145,7 @@ class EnvoyFrontDoor:
             bound = await self._bound_port()
             if bound:
                 self.port = bound
+                self._schedule()  # any thread started before the first call
                 log.info("front door of %s on %s:%d: gRPC, Connect and gRPC-Web%s", self._name, self._host,
                          bound, " over TLS" if self._settings.tls.enabled else "")
                 return
@@ -127,6 +154,18 @@ class EnvoyFrontDoor:
                 raise LaredoError(f"the front door (Envoy) of {self._name} did not listen on {self._host}:{port} "
                                   f"within {START_TIMEOUT:.0f}s")
             await asyncio.sleep(0.02)
+
+    def _schedule(self) -> None:
+        if not self._settings.batch_scheduling or self._process is None:
+            return
+        try:
+            batch_schedule(self._process.pid)
+        except OSError as exc:
+            if not self._schedule_refused:
+                self._schedule_refused = True
+                log.warning("the front door (Envoy) of %s could not be put under SCHED_BATCH (%s); it runs under "
+                            "the default policy, which takes CPU from the service on a busy machine. Set "
+                            "front_door.batch_scheduling = false to run it so on purpose", self._name, exc)
 
     async def _bound_port(self) -> int:
         if not os.path.exists(self._admin_socket):

