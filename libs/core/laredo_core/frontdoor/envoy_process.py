@@ -64,9 +64,10 @@ def batch_schedule(pid: int) -> int:
     returns how many were set, 0 where the system has no such policy. A thread that ended meanwhile is skipped;
     a refusal raises OSError.
 
-    Such a thread is never switched to when it wakes up while another one runs: it waits for its turn. A front
-    door under it therefore reads the many messages the service wrote in the meantime at once, instead of waking
-    for each of them and taking the CPU the service needs to write the next (docs/front-door.md, "Cost").
+    Such a thread that wakes up does not preempt the one running on its CPU: it waits for its turn, while an idle
+    CPU runs it at once. A front door under it therefore reads at once the many messages the service wrote in the
+    meantime, instead of waking for each and taking the CPU the service needs to write the next
+    (docs/front-door.md, "Cost").
     """
     policy = getattr(os, "SCHED_BATCH", None)
     if policy is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ def policies(pid: int) -> dict[int, int]:
     return {int(tid): os.sched_getscheduler(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
 
 
+@asynccontextmanager
 async def started(settings: FrontDoorSettings) -> AsyncIterator[EnvoyFrontDoor]:
     door = EnvoyFrontDoor(settings, "127.0.0.1", 0, name="scheduling-test")
     try:
@@ -35,7 +37,7 @@ async def started(settings: FrontDoorSettings) -> AsyncIterator[EnvoyFrontDoor]:
 
 @pytest.fixture
 async def batch_door() -> AsyncIterator[EnvoyFrontDoor]:
-    async for door in started(FrontDoorSettings()):
+    async with started(FrontDoorSettings()) as door:
         yield door
 
 
@@ -59,7 +61,7 @@ async def test_a_restarted_envoy_runs_under_sched_batch_too(batch_door: EnvoyFro
 
 
 async def test_without_batch_scheduling_envoy_keeps_the_default_policy() -> None:
-    async for door in started(replace(FrontDoorSettings(), batch_scheduling=False)):
+    async with started(replace(FrontDoorSettings(), batch_scheduling=False)) as door:
         assert set(policies(envoy_pid(door)).values()) == {os.SCHED_OTHER}
 
 
@@ -77,3 +79,17 @@ def test_batch_scheduling_is_read_from_the_configuration(tmp_path: Path) -> None
     assert load_settings(path, env={}).front_door.batch_scheduling is False
     path.write_text("")
     assert load_settings(path, env={}).front_door.batch_scheduling is True
+
+
+async def test_a_refused_policy_is_logged_once_and_the_door_serves(monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    async with started(FrontDoorSettings()) as door:
+        assert door.port > 0
+        assert set(policies(envoy_pid(door)).values()) == {os.SCHED_OTHER}
+    warnings = [r.getMessage() for r in caplog.records if "SCHED_BATCH" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "Operation not permitted" in warnings[0] and "front_door.batch_scheduling = false" in warnings[0]
