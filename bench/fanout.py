@@ -118,6 +118,17 @@ front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if
         return 0.0 if self.connect_port else sum(_cpu_seconds(pid, kernel) for pid in _descendants(self.proc.pid)
                                                  if _name(pid) == "envoy")
 
+    def envoy_scheduling(self) -> str:
+        """The scheduling policies of the front door's Envoy threads (front_door.batch_scheduling)."""
+        names = {os.SCHED_OTHER: "the default policy", os.SCHED_BATCH: "SCHED_BATCH"}
+        found = set()
+        for pid in _descendants(self.proc.pid):
+            if _name(pid) == "envoy":
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+                        found.add(names.get(os.sched_getscheduler(int(tid)), "another policy"))
+        return " and ".join(sorted(found)) or "no Envoy thread found"
+
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -356,7 +367,8 @@ async def measure_hot_path(run_dir: Path, nats_url: str, js: object, args: argpa
                            connect_venv=args.connect_venv if mode == "connect" else None, workers=workers)
     try:
         await server.wait_sequence(rows)
-        print(f"-- Sync hot path through {SERVERS[mode]}" + (f", {workers} worker processes" if workers > 1 else ""))
+        print(f"-- Sync hot path through {SERVERS[mode]}" + (f", {workers} worker processes" if workers > 1 else "")
+              + (f"; Envoy's threads under {server.envoy_scheduling()}" if server.front_door else ""))
         unbatched = await measure_deliveries(server, js, clients, 0, args.changes_unbatched * 100 // clients, rows)
         batched = await measure_deliveries(server, js, clients, args.batch, args.changes_batched, rows)
         latency = await measure_latency(server, js, args.latency_clients, args.latency_batch, args.latency_rate,
