@@ -122,11 +122,10 @@ front_door {{ enabled = {str(self.front_door).lower()}{f', envoy = "{envoy}"' if
         """The scheduling policies of the front door's Envoy threads (front_door.batch_scheduling)."""
         names = {os.SCHED_OTHER: "the default policy", os.SCHED_BATCH: "SCHED_BATCH"}
         found = set()
-        for pid in _descendants(self.proc.pid):
-            if _name(pid) == "envoy":
+        for pid in (pid for pid in _descendants(self.proc.pid) if _name(pid) == "envoy"):
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError):  # a thread or process that ended
                 for tid in os.listdir(f"/proc/{pid}/task"):
-                    with contextlib.suppress(ProcessLookupError, FileNotFoundError):
-                        found.add(names.get(os.sched_getscheduler(int(tid)), "another policy"))
+                    found.add(names.get(os.sched_getscheduler(int(tid)), "another policy"))
         return " and ".join(sorted(found)) or "no Envoy thread found"
 
     def rss_bytes(self) -> int:
