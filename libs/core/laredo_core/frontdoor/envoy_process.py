@@ -146,7 +146,7 @@ class EnvoyFrontDoor:
             bound = await self._bound_port()
             if bound:
                 self.port = bound
-                self._schedule()  # any thread started before the first call
+                self._schedule()  # threads started before the first call reached the main thread
                 log.info("front door of %s on %s:%d: gRPC, Connect and gRPC-Web%s", self._name, self._host,
                          bound, " over TLS" if self._settings.tls.enabled else "")
                 return
