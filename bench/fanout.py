@@ -253,6 +253,7 @@ class Deliveries:
     cpu: float  # fan-out process CPU seconds
     envoy_cpu: float  # its front door's CPU seconds (0 for direct gRPC)
     count: int  # row-deliveries measured
+    readers_cpu: float = 0.0  # the reading clients' process CPU seconds
 
 
 async def measure_deliveries(server: FanoutProcess, js: object, clients: int, batch: int, changes: int,
@@ -264,9 +265,11 @@ async def measure_deliveries(server: FanoutProcess, js: object, clients: int, ba
     messages = [update_transaction(start, min(1000, changes - start), rows) for start in range(0, changes, 1000)]
     cpu, envoy_cpu, started = server.cpu_seconds(), server.child_cpu_seconds(), time.time()
     envoy_kernel = server.child_cpu_seconds(kernel=True)
+    readers_cpu = _cpu_seconds(readers.proc.pid)
     await publish(js, messages)
     done = await readers.event("done")
     elapsed, used = float(done["finished_at"]) - started, server.cpu_seconds() - cpu  # type: ignore[arg-type]
+    readers_cpu = _cpu_seconds(readers.proc.pid) - readers_cpu
     envoy_used = server.child_cpu_seconds() - envoy_cpu
     envoy_kernel = server.child_cpu_seconds(kernel=True) - envoy_kernel
     readers.wait()
@@ -277,8 +280,8 @@ async def measure_deliveries(server: FanoutProcess, js: object, clients: int, ba
             if server.front_door else "")
     print(f"deliveries, {clients} clients, {shape}: {clients * changes:,} row-deliveries in {elapsed:.2f}s = "
           f"{clients * changes / elapsed:,.0f}/s (fan-out CPU {used:.1f}s: {clients * changes / max(used, 1e-6):,.0f} "
-          f"per CPU-second{door})")
-    return Deliveries(clients * changes / elapsed, used, envoy_used, clients * changes)
+          f"per CPU-second{door}; readers CPU {readers_cpu:.1f}s)")
+    return Deliveries(clients * changes / elapsed, used, envoy_used, clients * changes, readers_cpu)
 
 
 async def measure_snapshot(server: FanoutProcess, rows: int, batch: int, copy_rate: float) -> None:
@@ -400,7 +403,9 @@ async def compare_front_door(run_dir: Path, nats_url: str, js: object, args: arg
               f"rounds: direct {', '.join(f'{pick(h).rate:,.0f}' for h in direct)}; front door "
               f"{', '.join(f'{pick(h).rate:,.0f}' for h in door)}; CPU s per round: direct fan-out "
               f"{median([pick(h).cpu for h in direct]):.1f}, front door fan-out {median([pick(h).cpu for h in door]):.1f}"
-              f" + Envoy {median([pick(h).envoy_cpu for h in door]):.1f}")
+              f" + Envoy {median([pick(h).envoy_cpu for h in door]):.1f}; readers direct "
+              f"{median([pick(h).readers_cpu for h in direct]):.1f}, front door "
+              f"{median([pick(h).readers_cpu for h in door]):.1f}")
     for name, key in (("p50", "p50"), ("p99", "p99")):
         print(f"publish-to-client latency {name}: direct {median([h.latency[key] for h in direct]):.1f} ms, front door "
               f"{median([h.latency[key] for h in door]):.1f} ms")

@@ -66,6 +66,7 @@ class Reader:
         self.latency = latency
         self.entries = 0
         self.messages = 0
+        self.bytes = 0
         self.rows = 0
         self.last_sequence = 0
         self.live = asyncio.Event()
@@ -84,6 +85,7 @@ class Reader:
     def message(self, data: bytes) -> None:
         skim = SKIM.FromString(data)
         self.messages += 1
+        self.bytes += len(data)
         now = time.time()
         if skim.HasField("journal_batch") or skim.HasField("journal_entry"):
             entries = skim.journal_batch.entries if skim.HasField("journal_batch") else (skim.journal_entry,)
@@ -181,6 +183,7 @@ async def run(args: argparse.Namespace) -> None:
     print(json.dumps({
         "event": "done", "finished_at": max(r.finished_at for r in readers),
         "entries": sum(r.entries for r in readers), "messages": sum(r.messages for r in readers),
+        "bytes": sum(r.bytes for r in readers),
         "rows": sum(r.rows for r in readers),
         "snapshot_seconds": max(r.snapshot_at - r.started_at for r in readers) if args.since == 0 else 0.0,
         "latency_ms": {"count": len(latencies), **{f"p{p}": percentile(latencies, p) * 1000 for p in (50, 90, 99)},

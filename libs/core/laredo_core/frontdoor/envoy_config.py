@@ -246,9 +246,9 @@ def _connection_manager(settings: FrontDoorSettings, upstreams: Sequence[Upstrea
             # many small Sync frames queue up for a slow reader before the buffer limit pushes back on the
             # service; memory is bounded by that limit, not by counting frames
             "max_outbound_frames": 1_000_000,
-            # Envoy's edge defaults: a stream holds 64 KiB in flight, the connection 1 MiB
-            "initial_stream_window_size": settings.stream_window_bytes,
-            "initial_connection_window_size": max(1024 * 1024, settings.stream_window_bytes),
+            # Envoy's edge defaults: what a client may send ahead, 64 KiB per stream and 1 MiB per connection
+            "initial_stream_window_size": CLIENT_STREAM_WINDOW_BYTES,
+            "initial_connection_window_size": CLIENT_CONNECTION_WINDOW_BYTES,
             "connection_keepalive": {"interval": _duration(settings.keepalive_interval),
                                      "timeout": _duration(settings.keepalive_timeout)}},
         "route_config": {"name": "service", "virtual_hosts": [virtual_host]},
@@ -367,6 +367,12 @@ UPSTREAM_CALLS_PER_CONNECTION = 50
 #: What the door reads from a connection to the service at once: the frames of many calls in one read. Each call
 #: still holds no more than its window (limits.stream_window_bytes), so a slow client holds no more.
 UPSTREAM_BUFFER_BYTES = 1024 * 1024
+#: What a client may send ahead of the door, per stream and per connection (Envoy's advice for an edge): requests
+#: are small, and a large window only lets a client park more bytes in the door.
+CLIENT_STREAM_WINDOW_BYTES = 64 * 1024
+CLIENT_CONNECTION_WINDOW_BYTES = 1024 * 1024
+#: HTTP/2's SETTINGS_MAX_FRAME_SIZE: the largest frame either side may be asked to take (RFC 9113, 6.5.2).
+MAX_FRAME_SIZE_SETTING, LARGEST_FRAME_BYTES = 0x5, 2**24 - 1
 
 
 def _cluster(name: str, discovery: dict[str, Any], settings: FrontDoorSettings) -> dict[str, Any]:
@@ -381,6 +387,12 @@ def _cluster(name: str, discovery: dict[str, Any], settings: FrontDoorSettings) 
             "explicit_http_config": {"http2_protocol_options": {
                 "max_concurrent_streams": UPSTREAM_CALLS_PER_CONNECTION,
                 "initial_stream_window_size": settings.stream_window_bytes,
-                "initial_connection_window_size": 64 * 1024 * 1024}}}},
+                "initial_connection_window_size": 64 * 1024 * 1024,
+                # the service may send a call's whole window as one frame: a batched Sync message (500 entries,
+                # some 120 KB) crosses as one frame instead of eight of HTTP/2's default 16 KiB, which the service
+                # frames and the door takes apart one by one (docs/front-door.md, "Cost")
+                "custom_settings_parameters": [{"identifier": MAX_FRAME_SIZE_SETTING,
+                                                "value": min(settings.stream_window_bytes, LARGEST_FRAME_BYTES)}],
+            }}}},
         **discovery,
     }
