@@ -20,6 +20,10 @@ from laredo_fanout.main import FanoutApp, build
 from services.fanout.tests.fanout_testkit import SOURCE, TABLE, SyncReplica
 
 NO_WINDOW_GROWTH = [("grpc.http2.bdp_probe", 0)]  # a client that stops reading stops the server after ~64 KiB
+#: The front door's window towards the service at its smallest: tests of what the fan-out does with a client that
+#: stops reading count on how little its transport holds. At the default (1 MiB) the door takes up to that much
+#: more from the service for such a client before the fan-out's client_buffer sees it fall behind.
+SMALL_DOOR_WINDOW = "front_door { limits { stream_window_bytes = 64KiB } }"
 
 
 @dataclass
@@ -38,8 +42,8 @@ class Stream:
         return sequences
 
 
-def config_text(nats_url: str, prefix: str, target: str = "", fanout: str = "") -> str:
-    return f"""
+def config_text(nats_url: str, prefix: str, target: str = "", fanout: str = "", door: str = "") -> str:
+    return f"""{door}
 sources {{ {SOURCE} {{ type = postgresql, connection = "host=127.0.0.1 dbname=unused" }} }}
 tables = [ {{ source = {SOURCE}, schema = {TABLE.schema}, table = {TABLE.name}, targets = [ {{
   type = replication-fanout
@@ -85,9 +89,9 @@ class Instance:
 
 @asynccontextmanager
 async def fanout_instance(tmp_path: Path, nats_url: str, prefix: str, *, target: str = "", fanout: str = "",
-                          name: str = "fanout", **overrides: Any) -> AsyncIterator[Instance]:
+                          door: str = "", name: str = "fanout", **overrides: Any) -> AsyncIterator[Instance]:
     path = tmp_path / f"{name}.conf"
-    path.write_text(config_text(nats_url, prefix, target, fanout))
+    path.write_text(config_text(nats_url, prefix, target, fanout, door))
     app = build(load_settings(path, env={}), **overrides)
     stop = asyncio.Event()
     task = asyncio.create_task(app.run(stop))

@@ -14,7 +14,8 @@ from laredo_testing.eventually import eventually
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo.replication.v1 import replication_pb2_grpc as rpb_grpc
 from services.fanout.tests.fanout_testkit import TABLE, Batches, insert, row
-from services.fanout.tests.integration.fanout_cluster import NO_WINDOW_GROWTH, Instance, Stream, fanout_instance
+from services.fanout.tests.integration.fanout_cluster import (
+    NO_WINDOW_GROWTH, SMALL_DOOR_WINDOW, Instance, Stream, fanout_instance)
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,8 @@ async def test_clients_that_leave_in_any_phase_leave_no_error_in_the_log(
     caplog.set_level(logging.INFO)
     batches = Batches()
     await stream.publish(batches.baseline([row(i, doc="x" * 2000) for i in range(1, 1001)]))
-    async with fanout_instance(tmp_path, nats_url, unique_name, target="client_buffer { max_size = 20 }") as fanout:
+    async with fanout_instance(tmp_path, nats_url, unique_name, target="client_buffer { max_size = 20 }",
+                               door=SMALL_DOOR_WINDOW) as fanout:
         clients = fanout.app.targets.replicas[0].clients
         in_snapshot = sync(fanout, "in-snapshot", NO_WINDOW_GROWTH)  # stops reading in its snapshot
         await read(in_snapshot[1], 5)

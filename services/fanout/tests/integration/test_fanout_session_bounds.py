@@ -12,7 +12,8 @@ from laredo_testing.eventually import eventually
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo.replication.v1 import replication_pb2_grpc as rpb_grpc
 from services.fanout.tests.fanout_testkit import TABLE, Batches, insert, row
-from services.fanout.tests.integration.fanout_cluster import NO_WINDOW_GROWTH, Instance, Stream, fanout_instance, follow
+from services.fanout.tests.integration.fanout_cluster import (
+    NO_WINDOW_GROWTH, SMALL_DOOR_WINDOW, Instance, Stream, fanout_instance, follow)
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ async def test_a_client_stuck_in_its_snapshot_is_dropped_and_the_journal_stays_b
     batches = Batches()
     await stream.publish(batches.baseline([row(i, doc=DOC) for i in range(1, 1001)]))  # a 2 MiB snapshot
     target = "journal { max_entries = 5 }, client_buffer { max_size = 50, policy = drop_disconnect }"
-    async with fanout_instance(tmp_path, nats_url, unique_name, target=target) as fanout:
+    async with fanout_instance(tmp_path, nats_url, unique_name, target=target, door=SMALL_DOOR_WINDOW) as fanout:
         journal = fanout.app.targets.replicas[0].journal
         reader = follow(fanout.channel, client_id="reader", track_rows=False)
         await eventually(lambda: reader.replica.snapshot_done, what="the reader's snapshot")
@@ -73,7 +74,7 @@ async def test_a_client_stuck_in_its_catch_up_is_dropped(stream: Stream, nats_ur
     batches = Batches()
     await stream.publish(batches.baseline([row(i) for i in range(1, 4)]))
     target = "journal { max_entries = 60 }, client_buffer { max_size = 30, policy = drop_disconnect }"
-    async with fanout_instance(tmp_path, nats_url, unique_name, target=target) as fanout:
+    async with fanout_instance(tmp_path, nats_url, unique_name, target=target, door=SMALL_DOOR_WINDOW) as fanout:
         journal = fanout.app.targets.replicas[0].journal
         reader = follow(fanout.channel, client_id="reader", track_rows=False)
         await eventually(lambda: reader.replica.snapshot_done, what="the reader's snapshot")

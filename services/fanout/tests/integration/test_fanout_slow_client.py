@@ -1,4 +1,5 @@
-"""A client that never reads is disconnected (drop_disconnect) while 20 others get every change without delay."""
+"""A client that never reads is disconnected (drop_disconnect) while 20 others get every change without delay; behind
+the front door's default window too."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from laredo_testing.eventually import eventually
 
 from laredo.replication.v1 import replication_pb2 as rpb
 from laredo.replication.v1 import replication_pb2_grpc as rpb_grpc
+from laredo_core.frontdoor.settings import FrontDoorSettings
 from laredo_kernel.position import Position
 from services.fanout.tests.fanout_testkit import TABLE, Batches, as_client_rows, insert, row
-from services.fanout.tests.integration.fanout_cluster import NO_WINDOW_GROWTH, Stream, fanout_instance, follow
+from services.fanout.tests.integration.fanout_cluster import (
+    NO_WINDOW_GROWTH, SMALL_DOOR_WINDOW, Stream, fanout_instance, follow)
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +37,7 @@ async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, 
     batches = Batches()
     await stream.publish(batches.baseline([row(i) for i in range(1, 11)]))
     target = f"client_buffer {{ max_size = {BUFFER}, policy = drop_disconnect }}"
-    async with fanout_instance(tmp_path, nats_url, unique_name, target=target) as fanout:
+    async with fanout_instance(tmp_path, nats_url, unique_name, target=target, door=SMALL_DOOR_WINDOW) as fanout:
         received: dict[int, list[float]] = {}  # commit LSN -> when each reader got that transaction's last change
 
         def note(message: rpb.SyncResponse) -> None:
@@ -77,9 +80,13 @@ async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, 
 
         final = 10 + TRANSACTIONS * PER_TRANSACTION
         await eventually(lambda: all(r.replica.sequences[-1:] == [final] for r in readers), what="every change")
-        with pytest.raises(grpc.aio.AioRpcError) as dropped:
+
+        async def drain() -> None:
             while await stuck.read() is not grpc.aio.EOF:
                 pass  # what the transport buffered before the server gave up on this client
+
+        with pytest.raises(grpc.aio.AioRpcError) as dropped:
+            await asyncio.wait_for(drain(), 30)  # a client never dropped fails here, not by hanging the run
         assert dropped.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert f"client stuck is too slow: its send buffer of {BUFFER} entries is full" in (dropped.value.details()
                                                                                           or "")
@@ -100,3 +107,38 @@ async def test_a_stuck_client_is_dropped_and_the_others_keep_up(stream: Stream, 
         for reader in readers:
             reader.cancel()
         await asyncio.gather(*(r.task for r in readers))
+
+
+async def test_behind_the_doors_default_window_a_stuck_client_is_still_dropped(stream: Stream, nats_url: str,
+                                                                              unique_name: str, tmp_path: Path) -> None:
+    """At the door's default window towards the service (1 MiB), a client that stops reading lets the service send
+    that much, and the door's buffer for it (1 MiB) fill, before client_buffer sees it fall behind: it is dropped
+    all the same, once that much more has gone its way (docs/front-door.md)."""
+    door = FrontDoorSettings()
+    batches = Batches()
+    await stream.publish(batches.baseline([row(i) for i in range(1, 11)]))
+    target = f"client_buffer {{ max_size = {BUFFER}, policy = drop_disconnect }}"
+    async with fanout_instance(tmp_path, nats_url, unique_name, target=target) as fanout:
+        stuck = rpb_grpc.TableSyncReplicationStub(fanout.new_channel(NO_WINDOW_GROWTH)).Sync(
+            rpb.SyncRequest(schema=TABLE.schema, table=TABLE.name, client_id="stuck"))
+        assert (await stuck.read()).WhichOneof("message") == "handshake"  # and never reads again
+        clients, journal = fanout.app.targets.replicas[0].clients, fanout.app.targets.replicas[0].journal
+        # what the door and the client's transport may hold, in entries of DOC, and the fan-out's own buffer
+        bound = (door.stream_window_bytes + door.connection_buffer_bytes + 64 * 1024) // len(DOC) + BUFFER
+        sent = 0
+        while "stuck" in {c.client_id for c in clients.clients()}:
+            assert sent <= bound * 1.25, f"the stuck client is still served after {sent} entries of {len(DOC)} bytes"
+            await stream.publish(batches.transaction(*(insert(row(100_000 + sent + i, doc=DOC)) for i in range(50))))
+            sent += 50
+            await eventually(lambda: journal.current_sequence == 10 + sent, what=f"{sent} entries applied")
+            await asyncio.sleep(0.05)  # the fan-out hands them to the stuck client's session
+        assert sent > BUFFER, "dropped before its own buffer could have filled"
+
+        async def drain() -> None:
+            while await stuck.read() is not grpc.aio.EOF:
+                pass
+
+        with pytest.raises(grpc.aio.AioRpcError) as dropped:
+            await asyncio.wait_for(drain(), 30)
+        assert dropped.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        print(f"the stuck client was dropped after {sent} entries of {len(DOC)} bytes (bound {bound})")
