@@ -278,9 +278,10 @@ async def measure_deliveries(server: FanoutProcess, js: object, clients: int, ba
     door = (f"; front door (Envoy) CPU {envoy_used:.1f}s, {envoy_kernel / max(envoy_used, 1e-6):.0%} of it in the "
             f"kernel, {envoy_used / (clients * changes / max(batch, 1)) * 1e6:.0f} us per message"
             if server.front_door else "")
-    size = int(done["bytes"]) / max(1, int(done["messages"]))  # type: ignore[call-overload]
+    received = int(done["bytes"])  # type: ignore[call-overload]
+    size = received / max(1, int(done["messages"]))  # type: ignore[call-overload]
     print(f"deliveries, {clients} clients, {shape}: {clients * changes:,} row-deliveries in {elapsed:.2f}s = "
-          f"{clients * changes / elapsed:,.0f}/s, {int(done['bytes']) / elapsed / 1e6:,.0f} MB/s in messages of "  # type: ignore
+          f"{clients * changes / elapsed:,.0f}/s, {received / elapsed / 1e6:,.0f} MB/s in messages of "
           f"{size / 1000:,.1f} KB (fan-out CPU {used:.1f}s: {clients * changes / max(used, 1e-6):,.0f} "
           f"per CPU-second{door}; readers CPU {readers_cpu:.1f}s)")
     return Deliveries(clients * changes / elapsed, used, envoy_used, clients * changes, readers_cpu)
